@@ -1,0 +1,173 @@
+"""Compile a contract's checks to Python code, once per contract.
+
+An interpreted walk over the spec dicts costs several times a bare tool call;
+straight-line code specialised to one contract costs about as much as the call
+itself, so the gate can afford to check every call. Arguments and results
+share one emitter: they differ only in how a failed check is reported.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ._contract import Spec
+from ._reasons import EMPTY, NOT_OBJECT, RANGE, SHAPE, TOO_BIG
+
+__all__ = ["compile_arg_check", "compile_result_check"]
+
+Check = Callable[[Any], str]
+
+# How each failed check reads in a result reason: a result has no "arguments"
+# to name, only the four kinds of distrust.
+_RESULT_REASON = {
+    "missing": SHAPE,
+    "unexpected": SHAPE,
+    "type": SHAPE,
+    "pattern": SHAPE,
+    "allowed": RANGE,
+    "min": RANGE,
+    "max": RANGE,
+    "min_len": RANGE,
+    "max_len": TOO_BIG,
+    "empty": EMPTY,
+}
+
+_TYPE_TESTS = {
+    "str": "type({v}) is not str",
+    "int": "type({v}) is not int",
+    "float": "type({v}) is not int and (type({v}) is not float or not isfinite({v}))",
+    "bool": "type({v}) is not bool",
+    "list": "not isinstance({v}, list)",
+    "dict": "not isinstance({v}, dict)",
+}
+
+
+class _Emitter:
+    """Accumulates source lines and the constants they refer to."""
+
+    def __init__(self, fail: Callable[[str], str], results: bool) -> None:
+        self.fail = fail
+        self.results = results
+        self.lines: list[str] = []
+        self.names: dict[str, Any] = {"isfinite": math.isfinite, "MISSING": _MISSING}
+        self._count = 0
+
+    def fresh(self, prefix: str) -> str:
+        self._count += 1
+        return f"{prefix}{self._count}"
+
+    def const(self, value: object) -> str:
+        name = self.fresh("C")
+        self.names[name] = value
+        return name
+
+    def emit(self, indent: int, text: str) -> None:
+        self.lines.append("    " * indent + text)
+
+    def guard(self, indent: int, condition: str, check: str) -> None:
+        self.emit(indent, f"if {condition}:")
+        self.emit(indent + 1, self.fail(check))
+
+    def value(self, spec: Spec, var: str, indent: int, top_level: bool = False) -> None:
+        self.guard(indent, _TYPE_TESTS[spec.type].format(v=var), "type")
+        min_len = spec.min_len
+        if self.results and top_level and spec.type == "list" and min_len is None:
+            min_len = 1  # a returned list is what an answer is built on: empty unless said so
+        if spec.max_len is not None:
+            # Before any item is looked at: an oversized result is refused unwalked.
+            self.guard(indent, f"len({var}) > {spec.max_len}", "max_len")
+        if min_len:
+            if self.results:
+                self.guard(indent, f"not {var}", "empty")
+            if not self.results or min_len > 1:
+                self.guard(indent, f"len({var}) < {min_len}", "min_len")
+        if spec.allowed is not None:
+            self.guard(indent, f"{var} not in {self.const(frozenset(spec.allowed))}", "allowed")
+        if spec.min is not None:
+            self.guard(indent, f"{var} < {self.const(spec.min)}", "min")
+        if spec.max is not None:
+            self.guard(indent, f"{var} > {self.const(spec.max)}", "max")
+        if spec.pattern is not None:
+            regex = self.const(re.compile(spec.pattern))
+            self.guard(indent, f"{regex}.fullmatch({var}) is None", "pattern")
+        if spec.item is not None:
+            item = self.fresh("v")
+            self.emit(indent, f"for {item} in {var}:")
+            if isinstance(spec.item, Spec):
+                self.value(spec.item, item, indent + 1)
+            else:
+                self.fields(spec.item, item, indent + 1)
+
+    def fields(self, specs: Mapping[str, Spec], var: str, indent: int) -> None:
+        self.guard(indent, f"not isinstance({var}, dict)", "type")
+        if not self.results:
+            # Arguments are closed: an unnamed key is a typo or a hallucination.
+            self.guard(indent, f"not {self.const(frozenset(specs))}.issuperset({var})",
+                       "unexpected")
+        self.members(specs, var, indent)
+
+    def members(self, specs: Mapping[str, Spec], var: str, indent: int,
+                top_level: bool = False) -> None:
+        for key, spec in specs.items():
+            field = self.fresh("v")
+            self.emit(indent, f"{field} = {var}.get({key!r}, MISSING)")
+            if spec.required:
+                self.guard(indent, f"{field} is MISSING", "missing")
+                self.value(spec, field, indent, top_level)
+            else:
+                self.emit(indent, f"if {field} is not MISSING:")
+                self.value(spec, field, indent + 1, top_level)
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+_MISSING = _Missing()
+
+
+def _build(emitter: _Emitter, name: str, header: list[str]) -> Check:
+    source = "\n".join([f"def {name}(value):", *header, *emitter.lines, "    return ''"])
+    namespace = dict(emitter.names)
+    exec(compile(source, f"<agtool {name}>", "exec"), namespace)  # noqa: S102 - our own source
+    check: Check = namespace[name]
+    return check
+
+
+def compile_arg_check(specs: Mapping[str, Spec]) -> Check:
+    """``check(args) -> reason``: ``""``, ``not_object``, or ``<check>:<arg>``."""
+    emitter = _Emitter(lambda check: "", results=False)
+    for arg, spec in specs.items():
+        # A defect anywhere inside an argument is reported against the argument.
+        emitter.fail = lambda check, arg=arg: f"return {f'{check}:{arg}'!r}"  # type: ignore[misc]
+        emitter.members({arg: spec}, "value", 1)
+    emitter.names.update(KNOWN=frozenset(specs), unexpected=_unexpected)
+    header = [
+        "    if not isinstance(value, dict):",
+        f"        return {NOT_OBJECT!r}",
+        "    if not KNOWN.issuperset(value):",
+        "        return unexpected(value, KNOWN)",
+    ]
+    return _build(emitter, "check_args", header)
+
+
+def _unexpected(args: Mapping[object, object], known: frozenset[str]) -> str:
+    extra: str | None = None
+    for key in args:
+        if not isinstance(key, str):
+            return NOT_OBJECT
+        if extra is None and key not in known:
+            extra = key
+    return f"unexpected:{extra}"
+
+
+def compile_result_check(specs: Mapping[str, Spec]) -> Check:
+    """``check(value) -> reason``: ``""`` or one of shape, empty, too_big, range."""
+    emitter = _Emitter(lambda check: f"return {_RESULT_REASON[check]!r}", results=True)
+    emitter.members(specs, "value", 1, top_level=True)
+    header = ["    if not isinstance(value, dict):", f"        return {SHAPE!r}"]
+    return _build(emitter, "check_result", header)

@@ -1,0 +1,248 @@
+"""The contract dialect, checked once when a table is registered.
+
+A table is a plain dict, kept as a value that programs read::
+
+    {name: {"fn": callable,
+            "args": {arg: spec},
+            "returns": {key: spec},
+            "description": "optional text for the model"}}
+
+A spec is a dict with ``type`` (one of ``TYPES``) and optionally ``required``
+(bool, default ``True``), ``allowed``, ``min``, ``max``, ``min_len``,
+``max_len``, ``pattern``, ``item`` and ``description``. ``parse_entry`` turns
+an entry into a frozen ``ToolContract`` or raises ``ContractError`` naming the
+tool, the field and the problem.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Union
+
+from ._errors import ContractError
+
+__all__ = ["ENTRY_KEYS", "SPEC_KEYS", "TYPES", "Spec", "ToolContract", "check_table", "parse_entry"]
+
+TYPES = ("str", "int", "float", "bool", "list", "dict")
+SPEC_KEYS = frozenset(
+    {"type", "required", "allowed", "min", "max", "min_len", "max_len", "pattern", "item",
+     "description"}
+)
+ENTRY_KEYS = frozenset({"fn", "args", "returns", "description"})
+
+# Which optional keys make sense for which types: a key outside its types is
+# refused rather than ignored, because an ignored bound is a hole in the gate.
+_KEY_TYPES = {
+    "allowed": {"str", "int", "float", "bool"},
+    "min": {"int", "float"},
+    "max": {"int", "float"},
+    "min_len": {"str", "list"},
+    "max_len": {"str", "list"},
+    "pattern": {"str"},
+    "item": {"list"},
+}
+
+ItemSpec = Union["Spec", dict[str, "Spec"], None]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One argument's or one returned key's contract, validated."""
+
+    type: str
+    required: bool = True
+    allowed: tuple[Any, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+    min_len: int | None = None
+    max_len: int | None = None
+    pattern: str | None = None
+    item: ItemSpec = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ToolContract:
+    """A validated table entry. ``fn`` is the function seen at validation time."""
+
+    name: str
+    fn: Callable[..., Any]
+    args: dict[str, Spec]
+    returns: dict[str, Spec]
+    description: str = ""
+
+
+def is_value_of(type_name: str, value: object) -> bool:
+    """Whether ``value`` is of contract type ``type_name``.
+
+    Scalars are matched by exact type, so ``True`` is never an int and ``"2"``
+    never a number; an int is a float; floats must be finite (JSON has no NaN).
+    """
+    kind = type(value)
+    if type_name == "str":
+        return kind is str
+    if type_name == "int":
+        return kind is int
+    if type_name == "float":
+        return kind is int or (kind is float and math.isfinite(value))  # type: ignore[arg-type]
+    if type_name == "bool":
+        return kind is bool
+    if type_name == "list":
+        return isinstance(value, list)
+    return isinstance(value, dict)
+
+
+def check_table(table: object) -> dict[str, ToolContract]:
+    """Validate a whole table; return its contracts by name or raise ``ContractError``."""
+    if not isinstance(table, Mapping):
+        raise ContractError("", "", f"a contract table must be a dict, got {type(table).__name__}")
+    return {name: parse_entry(name, entry) for name, entry in table.items()}
+
+
+def parse_entry(name: object, entry: object) -> ToolContract:
+    """Validate one table entry; raise ``ContractError`` naming what is wrong."""
+    if not isinstance(name, str) or not name:
+        raise ContractError(repr(name), "", "a tool name must be a non-empty str")
+    if not isinstance(entry, Mapping):
+        raise ContractError(name, "", f"an entry must be a dict, got {type(entry).__name__}")
+    unknown = sorted(map(str, set(entry) - ENTRY_KEYS))
+    if unknown:
+        raise ContractError(name, unknown[0], f"unknown entry key; expected {sorted(ENTRY_KEYS)}")
+    for key in ("fn", "args", "returns"):
+        if key not in entry:
+            raise ContractError(name, key, "is missing")
+    fn = entry["fn"]
+    if not callable(fn):
+        raise ContractError(name, "fn", f"must be callable, got {type(fn).__name__}")
+    description = entry.get("description", "")
+    if not isinstance(description, str):
+        raise ContractError(name, "description", "must be a str")
+    return ToolContract(
+        name=name,
+        fn=fn,
+        args=_parse_specs(name, "args", entry["args"]),
+        returns=_parse_specs(name, "returns", entry["returns"]),
+        description=description,
+    )
+
+
+def _parse_specs(tool: str, field: str, specs: object) -> dict[str, Spec]:
+    if not isinstance(specs, Mapping):
+        raise ContractError(tool, field, f"must be a dict of specs, got {type(specs).__name__}")
+    parsed = {}
+    for key, spec in specs.items():
+        if not isinstance(key, str) or not key:
+            raise ContractError(tool, f"{field}.{key!r}", "names must be non-empty strs")
+        parsed[key] = _parse_spec(tool, f"{field}.{key}", spec)
+    return parsed
+
+
+def _parse_spec(tool: str, field: str, spec: object) -> Spec:
+    if not isinstance(spec, Mapping):
+        raise ContractError(tool, field, f"a spec must be a dict, got {type(spec).__name__}")
+    unknown = sorted(map(str, set(spec) - SPEC_KEYS))
+    if unknown:
+        raise ContractError(tool, f"{field}.{unknown[0]}", f"unknown spec key; expected one of "
+                            f"{sorted(SPEC_KEYS)}")
+    type_name = spec.get("type")
+    if type_name not in TYPES:
+        raise ContractError(tool, f"{field}.type", f"unknown type {type_name!r}; expected one of "
+                            f"{list(TYPES)}")
+    for key, types in _KEY_TYPES.items():
+        if key in spec and type_name not in types:
+            raise ContractError(tool, f"{field}.{key}", f"does not apply to type {type_name!r}")
+    required = spec.get("required", True)
+    if type(required) is not bool:
+        raise ContractError(tool, f"{field}.required", f"must be a bool, got {required!r}")
+    description = spec.get("description", "")
+    if not isinstance(description, str):
+        raise ContractError(tool, f"{field}.description", "must be a str")
+    pattern = spec.get("pattern")
+    if pattern is not None:
+        if not isinstance(pattern, str):
+            raise ContractError(tool, f"{field}.pattern", "must be a str")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ContractError(tool, f"{field}.pattern", f"is not a valid regex: {exc}") from exc
+    low, high = _bounds(tool, field, spec, "min", "max", _is_number)
+    min_len, max_len = _bounds(tool, field, spec, "min_len", "max_len", _is_count)
+    parsed = Spec(
+        type=type_name,
+        required=required,
+        min=low,
+        max=high,
+        min_len=min_len,  # type: ignore[arg-type]  # _is_count admits ints only
+        max_len=max_len,  # type: ignore[arg-type]
+        pattern=pattern,
+        item=_parse_item(tool, f"{field}.item", spec["item"]) if "item" in spec else None,
+        description=description,
+    )
+    if "allowed" in spec:
+        parsed = _with_allowed(tool, field, parsed, spec["allowed"])
+    return parsed
+
+
+def _is_number(value: object) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _bounds(
+    tool: str, field: str, spec: Mapping[str, Any], low_key: str, high_key: str,
+    valid: Callable[[object], bool],
+) -> tuple[float | None, float | None]:
+    low, high = spec.get(low_key), spec.get(high_key)
+    for key, bound in ((low_key, low), (high_key, high)):
+        if bound is not None and not valid(bound):
+            kind = "a finite number" if valid is _is_number else "a non-negative int"
+            raise ContractError(tool, f"{field}.{key}", f"must be {kind}, got {bound!r}")
+    if low is not None and high is not None and low > high:
+        raise ContractError(tool, f"{field}.{low_key}",
+                            f"{low_key} {low!r} is greater than {high_key} {high!r}")
+    return low, high
+
+
+def _parse_item(tool: str, field: str, item: object) -> Spec | dict[str, Spec]:
+    # A spec names its type with a str; a mapping of keys to specs has dict
+    # values, even for a key that happens to be called "type".
+    if isinstance(item, Mapping) and isinstance(item.get("type"), str):
+        return _parse_spec(tool, field, item)
+    if isinstance(item, Mapping) and item:
+        return _parse_specs(tool, field, item)
+    raise ContractError(tool, field, "must be a spec or a non-empty dict of key -> spec")
+
+
+def _with_allowed(tool: str, field: str, spec: Spec, allowed: object) -> Spec:
+    if not isinstance(allowed, (list, tuple)) or not allowed:
+        raise ContractError(tool, f"{field}.allowed", "must be a non-empty list")
+    for value in allowed:
+        if not is_value_of(spec.type, value):
+            raise ContractError(tool, f"{field}.allowed",
+                                f"value {value!r} is not of type {spec.type!r}")
+        problem = scalar_problem(spec, value)
+        if problem:
+            raise ContractError(tool, f"{field}.allowed",
+                                f"value {value!r} breaks the spec's own {problem!r}")
+    return Spec(**{**spec.__dict__, "allowed": tuple(allowed)})
+
+
+def scalar_problem(spec: Spec, value: Any) -> str:
+    """The first bound a well-typed scalar breaks (``min``, ``max``, ``min_len``, …), or ``""``."""
+    if spec.min is not None and value < spec.min:
+        return "min"
+    if spec.max is not None and value > spec.max:
+        return "max"
+    if spec.min_len is not None and len(value) < spec.min_len:
+        return "min_len"
+    if spec.max_len is not None and len(value) > spec.max_len:
+        return "max_len"
+    if spec.pattern is not None and re.fullmatch(spec.pattern, value) is None:
+        return "pattern"
+    return ""

@@ -1,0 +1,66 @@
+"""The reason vocabulary: every string the gate can answer with is built here.
+
+A reason is short, stable and safe to show to a model: it says which check
+failed and on which argument, never a message or a traceback.
+
+- ``validate_args`` answers ``""`` or ``<check>:<arg>`` (``allowed:region``),
+  ``unknown_tool``, ``not_object`` or ``bad_contract``.
+- ``validate_result`` answers ``""`` or one of ``RESULT_CHECKS``.
+- ``call_tool`` prefixes them by stage: ``args:…``, ``result:…``, or
+  ``raised:<ExceptionClassName>`` when the body raised.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = [
+    "ARG_CHECKS",
+    "ARG_REASONS",
+    "RESULT_CHECKS",
+    "STAGES",
+    "Reason",
+    "parse_reason",
+]
+
+#: Checks made on each argument, in the order the gate makes them.
+ARG_CHECKS = (
+    "missing",
+    "unexpected",
+    "type",
+    "allowed",
+    "min",
+    "max",
+    "min_len",
+    "max_len",
+    "pattern",
+)
+#: Reasons about the call as a whole, not one argument.
+ARG_REASONS = ("unknown_tool", "not_object", "bad_contract")
+#: Checks made on a returned value.
+RESULT_CHECKS = ("shape", "empty", "too_big", "range")
+#: Prefixes of ``call_tool``'s ``error``.
+STAGES = ("args", "result", "raised")
+
+UNKNOWN_TOOL, NOT_OBJECT, BAD_CONTRACT = ARG_REASONS
+SHAPE, EMPTY, TOO_BIG, RANGE = RESULT_CHECKS
+
+
+class Reason(NamedTuple):
+    """A gate error split into its parts: ``args:min:limit`` -> ``("args", "min", "limit")``."""
+
+    stage: str
+    check: str
+    arg: str
+
+
+def parse_reason(error: str) -> Reason:
+    """Split a ``call_tool`` error into stage, check and argument.
+
+    ``raised:KeyError`` gives ``("raised", "KeyError", "")``; ``""`` gives
+    ``("", "", "")``. Argument names may themselves contain colons: only the
+    first two are separators.
+    """
+    stage, _, rest = error.partition(":")
+    check, _, arg = rest.partition(":")
+    return Reason(stage, check, arg)
