@@ -18,7 +18,7 @@ from ._reasons import EMPTY, NOT_OBJECT, RANGE, SHAPE, TOO_BIG
 
 __all__ = ["compile_arg_check", "compile_result_check"]
 
-Check = Callable[[Any], str]
+Check = Callable[..., str]
 
 # How each failed check reads in a result reason: a result has no "arguments"
 # to name, only the four kinds of distrust.
@@ -114,7 +114,13 @@ class _Emitter:
         for key, spec in specs.items():
             field = self.fresh("v")
             self.emit(indent, f"{field} = {var}.get({key!r}, MISSING)")
-            if spec.required:
+            if spec.echo:
+                # Present, well-typed, and the very value the caller was given:
+                # a missing value on either side is a miss, never a match.
+                self.guard(indent, f"{field} is MISSING", "echo")
+                self.value(spec, field, indent)
+                self.guard(indent, f"echo is None or echo.get({key!r}) != {field}", "echo")
+            elif spec.required:
                 self.guard(indent, f"{field} is MISSING", "missing")
                 self.value(spec, field, indent, top_level)
             else:
@@ -131,7 +137,8 @@ _MISSING = _Missing()
 
 
 def _build(emitter: _Emitter, name: str, header: list[str]) -> Check:
-    source = "\n".join([f"def {name}(value):", *header, *emitter.lines, "    return ''"])
+    source = "\n".join([f"def {name}(value, echo=None):", *header, *emitter.lines,
+                        "    return ''"])
     namespace = dict(emitter.names)
     exec(compile(source, f"<agtool {name}>", "exec"), namespace)  # noqa: S102 - our own source
     check: Check = namespace[name]
@@ -139,7 +146,11 @@ def _build(emitter: _Emitter, name: str, header: list[str]) -> Check:
 
 
 def compile_arg_check(specs: Mapping[str, Spec]) -> Check:
-    """``check(args) -> reason``: ``""``, ``not_object``, or ``<check>:<arg>``."""
+    """``check(args, echo=None) -> reason``: ``""``, ``not_object``, or ``<check>:<arg>``.
+
+    ``echo`` maps each echo argument to the value the model was given; an echo
+    argument that is missing, or differs from it, is refused as ``echo:<arg>``.
+    """
     emitter = _Emitter(lambda check: "", results=False)
     for arg, spec in specs.items():
         # A defect anywhere inside an argument is reported against the argument.

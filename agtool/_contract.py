@@ -29,7 +29,7 @@ __all__ = ["ENTRY_KEYS", "SPEC_KEYS", "TYPES", "Spec", "ToolContract", "check_ta
 TYPES = ("str", "int", "float", "bool", "list", "dict")
 SPEC_KEYS = frozenset(
     {"type", "required", "allowed", "min", "max", "min_len", "max_len", "pattern", "item",
-     "description"}
+     "description", "echo"}
 )
 ENTRY_KEYS = frozenset({"fn", "args", "returns", "description"})
 
@@ -43,6 +43,7 @@ _KEY_TYPES = {
     "max_len": {"str", "list"},
     "pattern": {"str"},
     "item": {"list"},
+    "echo": {"str"},
 }
 
 ItemSpec = Union["Spec", dict[str, "Spec"], None]
@@ -62,6 +63,8 @@ class Spec:
     pattern: str | None = None
     item: ItemSpec = None
     description: str = ""
+    #: An argument the model must copy verbatim from its input (a request id).
+    echo: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,11 +123,15 @@ def parse_entry(name: object, entry: object) -> ToolContract:
     description = entry.get("description", "")
     if not isinstance(description, str):
         raise ContractError(name, "description", "must be a str")
+    returns = _parse_specs(name, "returns", entry["returns"])
+    echoed = [key for key in entry["returns"] if returns[key].echo]
+    if echoed:
+        raise ContractError(name, f"returns.{echoed[0]}.echo", "applies to arguments only")
     return ToolContract(
         name=name,
         fn=fn,
         args=_parse_specs(name, "args", entry["args"]),
-        returns=_parse_specs(name, "returns", entry["returns"]),
+        returns=returns,
         description=description,
     )
 
@@ -160,6 +167,9 @@ def _parse_spec(tool: str, field: str, spec: object) -> Spec:
     description = spec.get("description", "")
     if not isinstance(description, str):
         raise ContractError(tool, f"{field}.description", "must be a str")
+    echo = spec.get("echo", False)
+    if type(echo) is not bool:
+        raise ContractError(tool, f"{field}.echo", f"must be a bool, got {echo!r}")
     pattern = spec.get("pattern")
     if pattern is not None:
         if not isinstance(pattern, str):
@@ -180,6 +190,7 @@ def _parse_spec(tool: str, field: str, spec: object) -> Spec:
         pattern=pattern,
         item=_parse_item(tool, f"{field}.item", spec["item"]) if "item" in spec else None,
         description=description,
+        echo=echo,
     )
     if "allowed" in spec:
         parsed = _with_allowed(tool, field, parsed, spec["allowed"])
@@ -213,10 +224,20 @@ def _parse_item(tool: str, field: str, item: object) -> Spec | dict[str, Spec]:
     # A spec names its type with a str; a mapping of keys to specs has dict
     # values, even for a key that happens to be called "type".
     if isinstance(item, Mapping) and isinstance(item.get("type"), str):
-        return _parse_spec(tool, field, item)
+        spec = _parse_spec(tool, field, item)
+        _refuse_nested_echo(tool, field, spec)
+        return spec
     if isinstance(item, Mapping) and item:
-        return _parse_specs(tool, field, item)
+        specs = _parse_specs(tool, field, item)
+        for key, spec in specs.items():
+            _refuse_nested_echo(tool, f"{field}.{key}", spec)
+        return specs
     raise ContractError(tool, field, "must be a spec or a non-empty dict of key -> spec")
+
+
+def _refuse_nested_echo(tool: str, field: str, spec: Spec) -> None:
+    if spec.echo:
+        raise ContractError(tool, f"{field}.echo", "applies to top-level arguments only")
 
 
 def _with_allowed(tool: str, field: str, spec: Spec, allowed: object) -> Spec:

@@ -99,12 +99,18 @@ class Gate:
         """The memo key of a call; ``None`` when the call cannot be remembered exactly."""
         return cache_key(name, args)
 
-    def validate_args(self, name: object, args: object) -> str:
-        """``""`` if ``fn(**args)`` may run, otherwise one reason naming a real defect."""
+    def validate_args(
+        self, name: object, args: object, echo: Mapping[str, object] | None = None
+    ) -> str:
+        """``""`` if ``fn(**args)`` may run, otherwise one reason naming a real defect.
+
+        ``echo`` holds the values the model was given for the contract's echo
+        arguments (a request id); each must come back verbatim.
+        """
         found = self._lookup(name)
         if isinstance(found, str):
             return found
-        return _check_args(found, args)
+        return _check_args(found, args, echo)
 
     def validate_result(self, name: object, value: object) -> str:
         """``""`` if ``value`` keeps the return contract, else shape, empty, too_big or range.
@@ -116,13 +122,15 @@ class Gate:
             return found
         return _check_result(found, value)
 
-    def call_tool(self, name: object, args: object) -> Envelope:
-        """Run one call through the gate; never raises."""
+    def call_tool(
+        self, name: object, args: object, echo: Mapping[str, object] | None = None
+    ) -> Envelope:
+        """Run one call through the gate; never raises. ``echo`` as in ``validate_args``."""
         found = self._lookup(name)
         if isinstance(found, str):
             return {"ok": False, "value": None, "error": "args:" + found}
         counts = found.counts
-        reason = _check_args(found, args)
+        reason = _check_args(found, args, echo)
         if reason:
             counts.blocked += 1
             return {"ok": False, "value": None, "error": "args:" + reason}
@@ -216,9 +224,9 @@ def _is_current(compiled: _Compiled, entry: Any) -> bool:
         return False
 
 
-def _check_args(compiled: _Compiled, args: object) -> str:
+def _check_args(compiled: _Compiled, args: object, echo: object) -> str:
     try:
-        return compiled.check_args(args)
+        return compiled.check_args(args, echo)
     except Exception:  # a dict subclass whose methods raise cannot be read
         return NOT_OBJECT
 

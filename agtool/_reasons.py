@@ -34,6 +34,7 @@ ARG_CHECKS = (
     "min_len",
     "max_len",
     "pattern",
+    "echo",
 )
 #: Reasons about the call as a whole, not one argument.
 ARG_REASONS = ("unknown_tool", "not_object", "bad_contract")
