@@ -162,6 +162,11 @@ def compile_arg_check(specs: Mapping[str, Spec]) -> Check:
         f"        return {NOT_OBJECT!r}",
         "    if not KNOWN.issuperset(value):",
         "        return unexpected(value, KNOWN)",
+        # A key that only hashes and compares like a name is not that name:
+        # fn(**args) would refuse it, so the gate refuses it first.
+        "    for key in value:",
+        "        if type(key) is not str:",
+        f"            return {NOT_OBJECT!r}",
     ]
     return _build(emitter, "check_args", header)
 
@@ -169,7 +174,7 @@ def compile_arg_check(specs: Mapping[str, Spec]) -> Check:
 def _unexpected(args: Mapping[object, object], known: frozenset[str]) -> str:
     extra: str | None = None
     for key in args:
-        if not isinstance(key, str):
+        if type(key) is not str:
             return NOT_OBJECT
         if extra is None and key not in known:
             extra = key

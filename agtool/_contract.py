@@ -24,7 +24,16 @@ from typing import Any, Union
 
 from ._errors import ContractError
 
-__all__ = ["ENTRY_KEYS", "SPEC_KEYS", "TYPES", "Spec", "ToolContract", "check_table", "parse_entry"]
+__all__ = [
+    "ENTRY_KEYS",
+    "MAX_ITEM_DEPTH",
+    "SPEC_KEYS",
+    "TYPES",
+    "Spec",
+    "ToolContract",
+    "check_table",
+    "parse_entry",
+]
 
 TYPES = ("str", "int", "float", "bool", "list", "dict")
 SPEC_KEYS = frozenset(
@@ -32,6 +41,9 @@ SPEC_KEYS = frozenset(
      "description", "echo"}
 )
 ENTRY_KEYS = frozenset({"fn", "args", "returns", "description"})
+#: How deep ``item`` specs may nest; each level is a loop in the compiled check,
+#: and Python refuses more than 20 nested blocks in one function.
+MAX_ITEM_DEPTH = 8
 
 # Which optional keys make sense for which types: a key outside its types is
 # refused rather than ignored, because an ignored bound is a hole in the gate.
@@ -176,7 +188,7 @@ def _parse_spec(tool: str, field: str, spec: object) -> Spec:
             raise ContractError(tool, f"{field}.pattern", "must be a str")
         try:
             re.compile(pattern)
-        except re.error as exc:
+        except (re.error, OverflowError, RecursionError) as exc:
             raise ContractError(tool, f"{field}.pattern", f"is not a valid regex: {exc}") from exc
     low, high = _bounds(tool, field, spec, "min", "max", _is_number)
     min_len, max_len = _bounds(tool, field, spec, "min_len", "max_len", _is_count)
@@ -198,7 +210,8 @@ def _parse_spec(tool: str, field: str, spec: object) -> Spec:
 
 
 def _is_number(value: object) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)  # type: ignore[arg-type]
+    # isfinite would overflow on an int beyond float range: any int is finite.
+    return type(value) is int or (type(value) is float and math.isfinite(value))
 
 
 def _is_count(value: object) -> bool:
@@ -221,6 +234,8 @@ def _bounds(
 
 
 def _parse_item(tool: str, field: str, item: object) -> Spec | dict[str, Spec]:
+    if field.count(".item") > MAX_ITEM_DEPTH:
+        raise ContractError(tool, field, f"items nest deeper than {MAX_ITEM_DEPTH} levels")
     # A spec names its type with a str; a mapping of keys to specs has dict
     # values, even for a key that happens to be called "type".
     if isinstance(item, Mapping) and isinstance(item.get("type"), str):

@@ -31,6 +31,13 @@ def cache_key(name: str, args: object) -> Hashable | None:
     Key order does not matter; the type of every value does; the tool's name is
     part of the key, so two tools never share one.
     """
+    try:
+        return _key(name, args)
+    except Exception:  # args whose own methods raise are not remembered
+        return None
+
+
+def _key(name: str, args: object) -> Hashable | None:
     if not isinstance(args, dict):
         return None
     for value in args.values():
@@ -88,7 +95,7 @@ def freeze(value: object) -> bytes | _Copied | None:
         # only a value that reads back equal is kept as JSON.
         if orjson.loads(frozen) == value:
             return frozen
-    except (orjson.JSONEncodeError, RecursionError):
+    except Exception:  # noqa: S110 - not JSON, or JSON that compares badly: copy it instead
         pass
     try:
         return _Copied(copy.deepcopy(value))
