@@ -8,6 +8,10 @@ failed and on which argument, never a message or a traceback.
 - ``validate_result`` answers ``""`` or one of ``RESULT_CHECKS``.
 - ``call_tool`` prefixes them by stage: ``args:…``, ``result:…``, or
   ``raised:<ExceptionClassName>`` when the body raised.
+- The agent graph adds its own, each of which ends a run: ``order:not_object``,
+  ``model:no_tool_call``, ``model:raised:<ExceptionClassName>``,
+  ``repair:none`` (no rule fixes the reason) and ``repair:repeat`` (the fixed
+  call was already made).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 __all__ = [
+    "AGENT_STAGES",
     "ARG_CHECKS",
     "ARG_REASONS",
     "RESULT_CHECKS",
@@ -44,6 +49,14 @@ RESULT_CHECKS = ("shape", "empty", "too_big", "range")
 STAGES = ("args", "result", "raised")
 
 UNKNOWN_TOOL, NOT_OBJECT, BAD_CONTRACT = ARG_REASONS
+
+#: Stages of the agent graph's own reasons; one of them as the last error ends a run.
+AGENT_STAGES = ("order", "model", "repair")
+ORDER_NOT_OBJECT = "order:not_object"
+MODEL_NO_TOOL_CALL = "model:no_tool_call"
+MODEL_RAISED = "model:raised"  #: followed by ``:<ExceptionClassName>``
+REPAIR_NONE = "repair:none"
+REPAIR_REPEAT = "repair:repeat"
 SHAPE, EMPTY, TOO_BIG, RANGE = RESULT_CHECKS
 
 
