@@ -16,9 +16,14 @@ from typing import Any
 from ._contract import Spec
 from ._reasons import EMPTY, NOT_OBJECT, RANGE, SHAPE, TOO_BIG
 
-__all__ = ["compile_arg_check", "compile_result_check"]
+__all__ = ["UNDECLARED", "compile_arg_check", "compile_result_check"]
 
 Check = Callable[..., str]
+
+#: What a result check answers for a value that keeps its contract but carries
+#: parts the contract does not declare (extra keys, untyped items): the memo
+#: must then verify its copy, since only declared parts are known to be JSON.
+UNDECLARED = "+undeclared"
 
 # How each failed check reads in a result reason: a result has no "arguments"
 # to name, only the four kinds of distrust.
@@ -54,6 +59,8 @@ class _Emitter:
         self.lines: list[str] = []
         self.names: dict[str, Any] = {"isfinite": math.isfinite, "MISSING": _MISSING}
         self._count = 0
+        #: Whether the contract types every part a valid value can have but extra keys.
+        self.closed = True
 
     def fresh(self, prefix: str) -> str:
         self._count += 1
@@ -73,6 +80,8 @@ class _Emitter:
 
     def value(self, spec: Spec, var: str, indent: int, top_level: bool = False) -> None:
         self.guard(indent, _TYPE_TESTS[spec.type].format(v=var), "type")
+        if spec.type == "dict" or (spec.type == "list" and spec.item is None):
+            self.closed = False
         min_len = spec.min_len
         if self.results and top_level and spec.type == "list" and min_len is None:
             min_len = 1  # a returned list is what an answer is built on: empty unless said so
@@ -111,6 +120,7 @@ class _Emitter:
 
     def members(self, specs: Mapping[str, Spec], var: str, indent: int,
                 top_level: bool = False) -> None:
+        optional: list[str] = []
         for key, spec in specs.items():
             field = self.fresh("v")
             self.emit(indent, f"{field} = {var}.get({key!r}, MISSING)")
@@ -124,8 +134,16 @@ class _Emitter:
                 self.guard(indent, f"{field} is MISSING", "missing")
                 self.value(spec, field, indent, top_level)
             else:
+                optional.append(field)
                 self.emit(indent, f"if {field} is not MISSING:")
                 self.value(spec, field, indent + 1, top_level)
+        if self.results:
+            # Results may carry keys the contract does not name; they pass
+            # unchecked, so the value is no longer known to be plain JSON.
+            declared = [str(len(specs) - len(optional))]
+            declared += [f"({field} is not MISSING)" for field in optional]
+            self.emit(indent, f"if len({var}) != {' + '.join(declared)}:")
+            self.emit(indent + 1, "exact = False")
 
 
 class _Missing:
@@ -136,9 +154,9 @@ class _Missing:
 _MISSING = _Missing()
 
 
-def _build(emitter: _Emitter, name: str, header: list[str]) -> Check:
+def _build(emitter: _Emitter, name: str, header: list[str], tail: str = "''") -> Check:
     source = "\n".join([f"def {name}(value, echo=None):", *header, *emitter.lines,
-                        "    return ''"])
+                        f"    return {tail}"])
     namespace = dict(emitter.names)
     exec(compile(source, f"<agtool {name}>", "exec"), namespace)  # noqa: S102 - our own source
     check: Check = namespace[name]
@@ -182,8 +200,14 @@ def _unexpected(args: Mapping[object, object], known: frozenset[str]) -> str:
 
 
 def compile_result_check(specs: Mapping[str, Spec]) -> Check:
-    """``check(value) -> reason``: ``""`` or one of shape, empty, too_big, range."""
+    """``check(value) -> reason``: ``""``, ``UNDECLARED``, or shape, empty, too_big, range.
+
+    ``UNDECLARED`` is a valid value with parts its contract does not declare.
+    """
     emitter = _Emitter(lambda check: f"return {_RESULT_REASON[check]!r}", results=True)
     emitter.members(specs, "value", 1, top_level=True)
-    header = ["    if not isinstance(value, dict):", f"        return {SHAPE!r}"]
-    return _build(emitter, "check_result", header)
+    header = ["    if not isinstance(value, dict):", f"        return {SHAPE!r}",
+              "    exact = True"]
+    if not emitter.closed:
+        return _build(emitter, "check_result", header, repr(UNDECLARED))
+    return _build(emitter, "check_result", header, f"'' if exact else {UNDECLARED!r}")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from ._compile import compile_arg_check, compile_result_check
+from ._compile import UNDECLARED, compile_arg_check, compile_result_check
 from ._contract import ToolContract, check_table, parse_entry
 from ._errors import ContractError
 from ._memo import cache_key, freeze, thaw
@@ -120,7 +120,8 @@ class Gate:
         found = self._lookup(name)
         if isinstance(found, str):
             return found
-        return _check_result(found, value)
+        reason = _check_result(found, value)
+        return "" if reason == UNDECLARED else reason
 
     def call_tool(
         self, name: object, args: object, echo: Mapping[str, object] | None = None
@@ -149,11 +150,12 @@ class Gate:
                        exc_info=True)
             return {"ok": False, "value": None, "error": "raised:" + type(exc).__name__}
         reason = _check_result(found, value)
-        if reason:
+        undeclared = reason == UNDECLARED
+        if reason and not undeclared:
             counts.bad_results += 1
             return {"ok": False, "value": None, "error": "result:" + reason}
         if key is not None:
-            frozen = freeze(value)
+            frozen = freeze(value, verify=undeclared)
             if frozen is not None:
                 self.cache[key] = frozen
         return {"ok": True, "value": value, "error": ""}

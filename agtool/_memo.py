@@ -22,7 +22,10 @@ __all__ = ["MAX_DEPTH", "cache_key", "freeze", "thaw"]
 MAX_DEPTH = 64
 
 _JSON_SCALARS = (str, int, bool, type(None))
-_ORJSON = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS
+#: Subclasses, dataclasses and datetimes raise rather than turn into plain JSON.
+_EXACT = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
+          | orjson.OPT_PASSTHROUGH_DATETIME)
+_ORJSON = orjson.OPT_SORT_KEYS | _EXACT
 
 
 def cache_key(name: str, args: object) -> Hashable | None:
@@ -87,13 +90,18 @@ class _Copied:
         self.value = value
 
 
-def freeze(value: object) -> bytes | _Copied | None:
-    """A private copy of ``value`` to keep in the memo, or ``None`` if it cannot be copied."""
+def freeze(value: object, verify: bool = True) -> bytes | _Copied | None:
+    """A private copy of ``value`` to keep in the memo, or ``None`` if it cannot be copied.
+
+    ``verify=False`` is for a value whose every part its contract typed
+    exactly: orjson then writes it without loss, and reading it back to
+    compare, most of the cost of a miss, can be skipped.
+    """
     try:
-        frozen = orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_SUBCLASS)
-        # orjson writes NaN as null and tuples as arrays without complaint;
-        # only a value that reads back equal is kept as JSON.
-        if orjson.loads(frozen) == value:
+        frozen = orjson.dumps(value, option=_EXACT)
+        # orjson writes NaN as null, tuples as arrays and enums as their values
+        # without complaint: a value not typed by its contract must read back equal.
+        if not verify or orjson.loads(frozen) == value:
             return frozen
     except Exception:  # noqa: S110 - not JSON, or JSON that compares badly: copy it instead
         pass
