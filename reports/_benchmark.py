@@ -1,0 +1,25 @@
+"""The benchmark's ratios, measured in the same run as the rest of the report."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BENCH_SCRIPT", "measure_benchmark"]
+
+#: The benchmark lives beside the package in the repository, not in the library.
+BENCH_SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "bench_gate.py"
+
+
+def measure_benchmark() -> dict[str, Any]:
+    """Run ``bench/bench_gate.py``'s quick plan; ratios to a bare call and the targets."""
+    spec = importlib.util.spec_from_file_location("agtool_bench_gate", BENCH_SCRIPT)
+    if spec is None or spec.loader is None or not BENCH_SCRIPT.exists():
+        raise FileNotFoundError(f"the benchmark script is missing: {BENCH_SCRIPT}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    figures: dict[str, Any] = module.measure(quick=True)
+    return {key: figures[key] for key in ("method", "batches", "ratios", "targets", "passed")}
