@@ -90,7 +90,8 @@ class _Emitter:
             self.guard(indent, f"len({var}) > {spec.max_len}", "max_len")
         if min_len:
             if self.results:
-                self.guard(indent, f"not {var}", "empty")
+                # len, not truth: a list subclass may say it is true with no items.
+                self.guard(indent, f"len({var}) == 0", "empty")
             if not self.results or min_len > 1:
                 self.guard(indent, f"len({var}) < {min_len}", "min_len")
         if spec.allowed is not None:

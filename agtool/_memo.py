@@ -94,21 +94,36 @@ def freeze(value: object, verify: bool = True) -> bytes | _Copied | None:
     """A private copy of ``value`` to keep in the memo, or ``None`` if it cannot be copied.
 
     ``verify=False`` is for a value whose every part its contract typed
-    exactly: orjson then writes it without loss, and reading it back to
-    compare, most of the cost of a miss, can be skipped.
+    exactly, so orjson writes it without loss; any other value is walked
+    first, since orjson writes NaN as null, tuples as arrays and enums as
+    their values without complaint.
     """
-    try:
-        frozen = orjson.dumps(value, option=_EXACT)
-        # orjson writes NaN as null, tuples as arrays and enums as their values
-        # without complaint: a value not typed by its contract must read back equal.
-        if not verify or orjson.loads(frozen) == value:
-            return frozen
-    except Exception:  # noqa: S110 - not JSON, or JSON that compares badly: copy it instead
-        pass
+    if not verify or _is_plain_json(value, 0):
+        try:
+            return orjson.dumps(value, option=_EXACT)
+        except orjson.JSONEncodeError:
+            pass  # a huge int or a lone surrogate: copy it instead
     try:
         return _Copied(copy.deepcopy(value))
     except Exception:
         return None  # a value that cannot be copied is not remembered
+
+
+def _is_plain_json(value: object, depth: int) -> bool:
+    """Whether ``value`` is made only of exact JSON types: what orjson reads back unchanged."""
+    if depth > MAX_DEPTH:
+        return False
+    kind = type(value)
+    if kind is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    if kind in _JSON_SCALARS:
+        return True
+    if kind is list:
+        return all(_is_plain_json(item, depth + 1) for item in value)  # type: ignore[attr-defined]
+    if kind is dict:
+        return all(type(key) is str and _is_plain_json(item, depth + 1)
+                   for key, item in value.items())  # type: ignore[attr-defined]
+    return False
 
 
 def thaw(frozen: bytes | _Copied) -> Any:

@@ -7,6 +7,7 @@ registering a table (``check_table`` and ``Gate``) are run over every row.
 
 from __future__ import annotations
 
+import logging
 import types
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from agtool import AgtoolError, ContractError, Gate, Spec, ToolContract, check_table
+from agtool._contract import MAX_ITEM_DEPTH
 
 
 def _fn(**kwargs: Any) -> dict[str, Any]:
@@ -190,6 +192,57 @@ def test_malformed_table_is_refused_naming_tool_field_and_problem(
     assert word in caught.value.problem
 
 
+# The exact problem each refusal carries, naming the type or value at fault where it has one.
+PROBLEMS = [
+    pytest.param([], f"a contract table must be a dict, got {list.__name__}",
+                 id="table-not-a-dict"),
+    pytest.param({"": one_tool()["t"]}, "a tool name must be a non-empty str", id="tool-name"),
+    pytest.param({"t": [_fn]}, f"an entry must be a dict, got {list.__name__}",
+                 id="entry-not-a-dict"),
+    pytest.param(without("fn"), "is missing", id="missing-fn"),
+    pytest.param(one_tool(fn="stock_lookup"), f"must be callable, got {str.__name__}",
+                 id="fn-not-callable"),
+    pytest.param(one_tool(description=3), "must be a str", id="entry-description-not-str"),
+    pytest.param(one_tool(returns={"rid": {"type": "str", "echo": True}}),
+                 "applies to arguments only", id="echo-in-returns"),
+    pytest.param(one_tool(args=[("x", {"type": "str"})]),
+                 f"must be a dict of specs, got {list.__name__}", id="args-not-a-dict"),
+    pytest.param(one_tool(args={"": {"type": "int"}}), "names must be non-empty strs",
+                 id="arg-name-empty"),
+    pytest.param(one_tool(args={"x": "str"}), f"a spec must be a dict, got {str.__name__}",
+                 id="spec-not-a-dict"),
+    pytest.param(arg(type="int", description=None), "must be a str",
+                 id="spec-description-not-str"),
+    pytest.param(arg(type="str", pattern=b"[A-Z]"), "must be a str", id="pattern-is-bytes"),
+    pytest.param(arg(type="int", min="1"), f"must be a finite number, got {'1'!r}",
+                 id="min-is-a-str"),
+    pytest.param(arg(type="str", max_len=2.0), f"must be a non-negative int, got {2.0!r}",
+                 id="max-len-is-a-float"),
+    pytest.param(arg(type="list", item="str"), "must be a spec or a non-empty dict of key -> spec",
+                 id="item-not-a-spec"),
+    pytest.param(arg(type="list", item={"type": "str", "echo": True}),
+                 "applies to top-level arguments only", id="echo-on-list-item"),
+    pytest.param(arg(type="str", allowed=[]), "must be a non-empty list", id="allowed-empty"),
+    *[pytest.param(arg(**spec, allowed=[value]),
+                   f"value {value!r} breaks the spec's own {bound!r}", id=f"allowed-breaks-{bound}")
+      for bound, spec, value in [
+          ("min", {"type": "int", "min": 1}, 0),
+          ("max", {"type": "float", "max": 1}, 1.5),
+          ("min_len", {"type": "str", "min_len": 2}, "a"),
+          ("max_len", {"type": "str", "max_len": 2}, "abc"),
+          ("pattern", {"type": "str", "pattern": "[a-z]+"}, "NO"),
+      ]],
+]
+
+
+@pytest.mark.parametrize(("table", "problem"), PROBLEMS)
+def test_problem_reads_as_written(table: Any, problem: str) -> None:
+    """Each refusal carries its own sentence, naming the offending type or value if it has one."""
+    with pytest.raises(ContractError) as caught:
+        check_table(table)
+    assert caught.value.problem == problem
+
+
 def test_malformed_cases_cover_every_spec_key() -> None:
     """The table of refusals names a defect for every key a spec may have."""
     from agtool import SPEC_KEYS
@@ -260,6 +313,7 @@ def test_valid_edge_case_is_accepted(spec: dict[str, Any]) -> None:
     for key in ("type", "min", "max", "min_len", "max_len", "pattern", "required", "echo"):
         if key in spec:
             assert getattr(parsed, key) == spec[key]
+    assert parsed.description == spec.get("description", "")
     if "allowed" in spec:
         assert list(parsed.allowed or ()) == spec["allowed"]
     Gate(arg(**spec))
@@ -362,6 +416,22 @@ def test_entry_broken_after_registration_is_bad_contract(
     assert len(calls) == 1
 
 
+def test_entry_broken_after_registration_logs_its_contract_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The ContractError of an entry broken after registration goes to the log at ERROR."""
+    table, _ = _counting_table()
+    gate = Gate(table)
+    _replace_returns(table["t"])
+    with pytest.raises(ContractError) as caught:
+        check_table(table)
+    caplog.set_level(logging.ERROR, logger="agtool")
+    gate.call_tool("t", {"x": 1})
+    [record] = [record for record in caplog.records if record.name == "agtool"]
+    assert record.levelno == logging.ERROR
+    assert record.getMessage() == f"contract refused at call time: {caught.value}"
+
+
 def test_entry_replaced_by_a_non_dict_is_bad_contract() -> None:
     """A table slot overwritten with something that is not an entry answers bad_contract."""
     table, calls = _counting_table()
@@ -393,7 +463,7 @@ def test_refresh_refuses_a_table_broken_in_place() -> None:
     assert (caught.value.tool, caught.value.field) == ("t", "args.x.max")
 
 
-# Library bugs: each of these fails today; see the report for the proposed fixes.
+# Tables that once broke registration.
 
 def test_pattern_too_large_to_compile_is_a_contract_error() -> None:
     """A pattern re.compile refuses with OverflowError is a malformed table, not a crash."""
@@ -431,6 +501,18 @@ def _nested_list(depth: int, leaf: object) -> object:
     for _ in range(depth):
         value = [value]
     return value
+
+
+def test_items_nest_down_to_max_item_depth_and_no_deeper() -> None:
+    """MAX_ITEM_DEPTH levels of items register and are checked; one more is refused by name."""
+    gate = Gate(arg(**_nested_list_spec(MAX_ITEM_DEPTH)))
+    assert gate.validate_args("t", {"x": _nested_list(MAX_ITEM_DEPTH, 1)}) == ""
+    assert gate.validate_args("t", {"x": _nested_list(MAX_ITEM_DEPTH, "1")}) == "type:x"
+    with pytest.raises(ContractError) as caught:
+        check_table(arg(**_nested_list_spec(MAX_ITEM_DEPTH + 1)))
+    field = "args.x" + ".item" * (MAX_ITEM_DEPTH + 1)
+    assert (caught.value.tool, caught.value.field) == ("t", field)
+    assert str(MAX_ITEM_DEPTH) in caught.value.problem
 
 
 def test_deeply_nested_item_spec_registers_or_is_refused_by_name() -> None:

@@ -6,7 +6,10 @@ expected counts come from counting tool bodies, never from the gate's own output
 
 from __future__ import annotations
 
+import collections
 import copy
+import enum
+import logging
 import math
 import threading
 from collections.abc import Callable, Iterator
@@ -25,7 +28,9 @@ from agtool import (
     ToolStats,
     parse_reason,
 )
+from agtool._compile import compile_result_check
 from agtool._contract import is_value_of
+from agtool._memo import MAX_DEPTH, freeze, thaw
 
 ENVELOPE_KEYS = {"ok", "value", "error"}
 
@@ -282,6 +287,24 @@ def test_unexpected_names_the_invented_argument() -> None:
     assert gate.validate_args("probe", args) == "unexpected:sku_id"
 
 
+@pytest.mark.parametrize("invented", [["sku_id", "store_id"], ["store_id", "sku_id"]],
+                         ids=["sku-first", "store-first"])
+def test_first_of_several_invented_arguments_is_named(invented: list[str]) -> None:
+    """Of several invented arguments, the first in the caller's order is the one named."""
+    args = {**PROBE_VALID, **dict.fromkeys(invented, "A100")}
+    assert probe_gate().validate_args("probe", args) == f"unexpected:{invented[0]}"
+
+
+def test_empty_args_name_the_first_required_argument() -> None:
+    """An empty argument object is refused as missing the contract's first required argument."""
+    body = Counter()
+    gate = probe_gate(body)
+    first = next(name for name, spec in PROBE_ARGS.items() if spec.get("required", True))
+    assert gate.validate_args("probe", {}) == f"missing:{first}"
+    assert gate.call_tool("probe", {})["error"] == f"args:missing:{first}"
+    assert body.count == 0
+
+
 # -- Type traps ----------------------------------------------------------------------------------
 
 TYPE_TRAPS = [
@@ -398,6 +421,7 @@ RESULT_DEFECTS = [
     pytest.param("range", result_with("grade", "c"), id="range-allowed"),
     pytest.param("range", result_with("score", 1.5), id="range-float-max"),
     pytest.param("range", result_with("pair", ["only"]), id="range-min-len-above-one"),
+    pytest.param("empty", result_with("labels", []), id="empty-optional-top-level-list"),
 ]
 
 
@@ -466,6 +490,14 @@ def test_too_big_is_decided_before_any_item_is_inspected() -> None:
     assert WatchedRows.touched == 0
 
 
+def test_lists_inside_items_may_be_empty() -> None:
+    """Only a top-level returned list must hold items; a list inside an item may be empty."""
+    gate = gate_for(Counter(), returns={"rows": {"type": "list",
+                                                 "item": {"tags": {"type": "list"}}}})
+    assert gate.validate_result("t", {"rows": [{"tags": []}]}) == ""
+    assert gate.validate_result("t", {"rows": []}) == "empty"
+
+
 def test_too_big_wins_over_defective_items() -> None:
     """An oversized list of bad rows is too_big, not shape: size is decided first."""
     gate = gate_for(Counter(), returns=PROBE_RETURNS)
@@ -506,6 +538,21 @@ def test_base_exceptions_propagate(exc: BaseException) -> None:
     gate = gate_for(_raise(exc))
     with pytest.raises(type(exc)):
         gate.call_tool("t", {})
+
+
+def test_raising_body_is_logged_at_debug_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A raising body logs the tool's name and the exception class, with exc_info, at DEBUG."""
+    exc = QuotaExceededError("no")
+    gate = gate_for(_raise(exc), name="lookup")
+    caplog.set_level(logging.DEBUG, logger="agtool")
+    gate.call_tool("lookup", {})
+    [record] = [record for record in caplog.records if record.name == "agtool"]
+    assert record.levelno == logging.DEBUG
+    assert record.getMessage() == f"tool {'lookup'!r} raised {type(exc).__name__}"
+    assert record.exc_info is not None
+    assert record.exc_info[1] is exc
 
 
 def _envelopes() -> Iterator[tuple[str, object]]:
@@ -603,6 +650,17 @@ def test_counters_follow_each_outcome() -> None:
     assert errors == ["", "", "args:type:x", "result:shape", "raised:LookupError",
                       "args:unexpected:y"]
     assert gate.stats("t") == ToolStats(runs=3, hits=1, blocked=2, bad_results=1, raised=1)
+
+
+def test_every_hit_is_counted() -> None:
+    """Each call answered from the memo adds one to hits; only the first call runs the body."""
+    body = Counter()
+    gate = memo_gate(body)
+    calls = 4
+    for _ in range(calls):
+        assert gate.call_tool("t", {"x": 1})["ok"]
+    assert gate.stats("t") == ToolStats(runs=body.count, hits=calls - body.count)
+    assert body.count == 1
 
 
 def test_stats_of_a_tool_never_called_are_zero() -> None:
@@ -729,6 +787,10 @@ class _Unkeyable:
     pass
 
 
+class _Str(str):
+    pass
+
+
 def _self_referential() -> dict[str, Any]:
     loop: dict[str, Any] = {}
     loop["me"] = loop
@@ -765,6 +827,31 @@ def test_args_that_cannot_be_keyed_are_not_remembered(opts: dict[Any, Any]) -> N
                                                        "error": ""}
     assert body.count == 2
     assert gate.cache_key("t", {"opts": opts}) is None
+
+
+def _nest(depth: int, wrap: Callable[[Any], Any]) -> Any:
+    """``wrap`` applied ``depth`` times around the scalar 0."""
+    value: Any = 0
+    for _ in range(depth):
+        value = wrap(value)
+    return value
+
+
+# Args whose deepest scalar sits ``depth`` levels below the args dict itself.
+DEPTH_SHAPES = [
+    pytest.param(lambda depth: {"a": _nest(depth - 1, lambda v: [v])}, id="lists"),
+    pytest.param(lambda depth: {"a": _nest(depth - 1, lambda v: {"k": v})}, id="dicts"),
+    pytest.param(lambda depth: {"a": {_nest(depth - 2, lambda v: (v,)): "x"}},
+                 id="tuple-as-a-key"),
+]
+
+
+@pytest.mark.parametrize("args_at", DEPTH_SHAPES)
+def test_args_are_keyed_down_to_max_depth_and_no_deeper(args_at: Callable[[int], Any]) -> None:
+    """A scalar MAX_DEPTH levels down (in lists, dicts or a key) is keyed; one level more is not."""
+    gate = memo_gate(Counter())
+    assert gate.cache_key("t", args_at(MAX_DEPTH)) is not None
+    assert gate.cache_key("t", args_at(MAX_DEPTH + 1)) is None
 
 
 NON_FINITE: list[float | None] = [math.nan, math.inf, -math.inf, None]
@@ -876,6 +963,8 @@ def test_fully_typed_value_is_remembered_as_an_isolated_copy(value: dict[str, An
     pytest.param((1, 2), id="tuple"),
     pytest.param(math.nan, id="nan"),
     pytest.param(frozenset({1}), id="frozenset"),
+    pytest.param(_Str("x"), id="str-subclass"),
+    pytest.param(collections.OrderedDict(a=1), id="dict-subclass"),
 ])
 @pytest.mark.parametrize("where", ["top-level", "in-an-item"])
 def test_undeclared_parts_of_a_typed_value_keep_their_types(extra: object, where: str) -> None:
@@ -892,6 +981,66 @@ def test_undeclared_parts_of_a_typed_value_keep_their_types(extra: object, where
     held = hit["extra"] if where == "top-level" else hit["rows"][0]["extra"]
     assert type(held) is type(extra)
     assert gate.stats("t").runs == 1
+
+
+OPEN_RETURNS: dict[str, Any] = {
+    "opts": {"type": "dict", "required": False},
+    "bag": {"type": "list", "required": False},
+}
+
+
+@pytest.mark.parametrize("inside", [(1, 2), math.nan], ids=["tuple", "nan"])
+@pytest.mark.parametrize("key", ["opts", "bag"], ids=["in-a-dict-field", "in-an-item-less-list"])
+def test_untyped_insides_of_declared_fields_keep_their_types(key: str, inside: object) -> None:
+    """What a dict field or an item-less list field holds is not typed, so a hit keeps its types."""
+    # One field per contract: either one alone must make the whole value undeclared.
+    gate = gate_for(Counter(lambda kwargs: {key: {"in": inside} if key == "opts" else [inside]}),
+                    {"x": {"type": "int"}}, {key: OPEN_RETURNS[key]})
+    assert gate.call_tool("t", {"x": 1})["ok"]
+    hit = gate.call_tool("t", {"x": 1})["value"][key]
+    held = hit["in"] if key == "opts" else hit[0]
+    assert type(held) is type(inside)
+    assert gate.stats("t").runs == 1
+
+
+class _Dict(dict):  # type: ignore[type-arg]
+    pass
+
+
+def test_result_of_a_dict_subclass_keeps_its_type_on_a_hit() -> None:
+    """A fully typed result returned as a dict subclass comes back from the memo as that class."""
+    gate = gate_for(Counter(lambda kwargs: _Dict(rows=[{"n": 1}])), {"x": {"type": "int"}},
+                    TYPED_RETURNS)
+    gate.call_tool("t", {"x": 1})
+    hit = gate.call_tool("t", {"x": 1})["value"]
+    assert type(hit) is _Dict
+    assert hit == {"rows": [{"n": 1}]}
+    assert gate.stats("t").runs == 1
+
+
+@pytest.mark.parametrize("value", [
+    pytest.param({"rows": [{"n": 1}]}, id="optional-keys-absent"),
+    pytest.param({"rows": [{"n": 1, "tag": "a"}, {"n": 2}], "note": "x"},
+                 id="optional-keys-present"),
+])
+def test_fully_typed_value_answers_the_empty_reason(value: dict[str, Any]) -> None:
+    """A value its contract types entirely checks as "", not undeclared: the memo skips a read."""
+    contract = gate_for(Counter(), returns=TYPED_RETURNS).contract("t")
+    assert contract is not None
+    assert compile_result_check(contract.returns)(value) == ""
+
+
+def test_freeze_keeps_json_as_bytes_and_verifies_by_default() -> None:
+    """Plain JSON is remembered as orjson bytes; by default anything else is verified and copied."""
+    plain = {"rows": [{"n": 1, "tag": "a"}], "ratio": 0.5, "ok": True, "none": None}
+    for verify in (True, False):
+        frozen = freeze(plain, verify=verify)
+        assert type(frozen) is bytes
+        assert thaw(frozen) == plain
+    lossy = {"n": math.nan, "t": (1, 2)}
+    kept = thaw(freeze(lossy))  # type: ignore[arg-type]
+    assert math.isnan(kept["n"])
+    assert type(kept["t"]) is tuple
 
 
 def test_self_referential_value_is_remembered_with_its_cycle() -> None:
@@ -952,6 +1101,21 @@ def test_swapped_fn_takes_effect_and_forgets_the_old_memo() -> None:
     table["t"]["fn"] = old
     assert gate.call_tool("t", {"x": 1})["value"] == {"from": "old"}
     assert (old.count, new.count) == (2, 1)
+
+
+def test_counters_follow_a_tool_through_a_swapped_entry() -> None:
+    """Calls after an entry is swapped are counted under the same tool name as those before."""
+    old, new = Counter(), Counter()
+    table = {"t": {"fn": old, "args": {"x": {"type": "int"}}, "returns": {}}}
+    gate = Gate(table)
+    gate.call_tool("t", {"x": 1})
+    table["t"]["fn"] = new
+    calls = 3
+    for _ in range(calls):
+        gate.call_tool("t", {"x": 1})
+    runs = old.count + new.count
+    assert gate.stats("t") == ToolStats(runs=runs, hits=1 + calls - runs)
+    assert new.count == 1
 
 
 def test_replaced_entry_takes_effect() -> None:
@@ -1169,7 +1333,7 @@ def test_tool_table_whose_lookup_raises_answers_unknown_tool() -> None:
     assert gate.call_tool("t", {})["ok"]
 
 
-# -- Library bugs: each of these fails today; see the report for the proposed fixes. -------------
+# -- Inputs that once broke the gate ---------------------------------------------------------
 
 class _ValuesRaise(dict):  # type: ignore[type-arg]
     def values(self) -> Any:
@@ -1324,3 +1488,28 @@ def test_reference_module_names_are_the_gate_bound_to_tools() -> None:
         assert bound.__func__ is getattr(Gate, name)
     assert tools.TOOLS["stock_lookup"]["fn"] is tools.stock_lookup
     assert tools.TOOLS["legacy_stock"]["fn"] is tools.legacy_stock
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+
+
+class _AlwaysTrue(list):  # type: ignore[type-arg]
+    def __bool__(self) -> bool:
+        return True
+
+
+def test_an_enum_in_an_undeclared_part_keeps_its_type_on_a_hit() -> None:
+    """An IntEnum equals its int, but a memo hit still hands back the enum, not the int."""
+    gate = gate_for(Counter(lambda kwargs: {"rows": [{"n": 1}], "level": _Level.LOW}),
+                    {"x": {"type": "int"}}, TYPED_RETURNS)
+    gate.call_tool("t", {"x": 1})
+    hit = gate.call_tool("t", {"x": 1})
+    assert type(hit["value"]["level"]) is _Level
+    assert gate.stats("t").hits == 1
+
+
+def test_an_empty_list_that_claims_to_be_true_is_still_empty() -> None:
+    """Emptiness is read from the length, so a list subclass's own truth cannot hide it."""
+    gate = gate_for(Counter(), {"x": {"type": "int"}}, TYPED_RETURNS)
+    assert gate.validate_result("t", {"rows": _AlwaysTrue()}) == "empty"
