@@ -5,6 +5,7 @@ Only programming mistakes raise; bad arguments and bad results are data
 
     AgtoolError
     └── ContractError (also a ValueError): a malformed contract table
+        └── SchemaError: a JSON Schema or tools file that cannot become a contract exactly
 """
 
 from __future__ import annotations

@@ -53,8 +53,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 
-from ._contract import Spec, ToolContract, check_table
+from ._contract import ToolContract, check_table
 from ._gate import Gate
+from ._jsonschema import tool_spec as export_spec
 from ._memo import cache_key
 from ._reasons import (
     AGENT_STAGES,
@@ -98,7 +99,6 @@ __all__ = [
     "repair",
     "reply",
     "run_naive",
-    "tool_spec",
     "tool_specs",
 ]
 
@@ -597,72 +597,20 @@ def handle(order: object, model: BaseChatModel | None = None) -> Outcome:
 
 # --- tool specs for bind_tools ---------------------------------------------------------------
 
-_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
-               "list": "array", "dict": "object"}
-_LENGTH_KEYS = {"str": ("minLength", "maxLength"), "list": ("minItems", "maxItems")}
-
-
-def _spec_schema(spec: Spec) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": _JSON_TYPES[spec.type]}
-    if spec.description:
-        schema["description"] = spec.description
-    if spec.allowed is not None:
-        schema["enum"] = list(spec.allowed)
-    if spec.min is not None:
-        schema["minimum"] = spec.min
-    if spec.max is not None:
-        schema["maximum"] = spec.max
-    low_key, high_key = _LENGTH_KEYS.get(spec.type, ("", ""))
-    if spec.min_len is not None:
-        schema[low_key] = spec.min_len
-    if spec.max_len is not None:
-        schema[high_key] = spec.max_len
-    if spec.pattern is not None:
-        # JSON Schema patterns search; the gate matches the whole string.
-        schema["pattern"] = f"^(?:{spec.pattern})$"
-    if isinstance(spec.item, Spec):
-        schema["items"] = _spec_schema(spec.item)
-    elif spec.item is not None:
-        schema["items"] = _object_schema(spec.item)
-    return schema
-
-
-def _object_schema(specs: Mapping[str, Spec]) -> dict[str, Any]:
-    # Closed, as the gate is: an extra argument is refused, so the model is told so.
-    return {"type": "object",
-            "properties": {name: _spec_schema(spec) for name, spec in specs.items()},
-            "required": [name for name, spec in specs.items() if spec.required],
-            "additionalProperties": False}
-
-
-def tool_spec(contract: ToolContract) -> dict[str, Any]:
-    """An OpenAI-format tool (``{"type": "function", "function": …}``) for one contract.
-
-    Names, descriptions, JSON types, ``enum`` for allowed values, bounds,
-    ``required`` and ``additionalProperties: false``, all read from the parsed
-    contract. JSON Schema counts ``2.0`` as an integer; the gate does not, and
-    says ``type:<arg>``.
-    """
-    function: dict[str, Any] = {"name": contract.name}
-    if contract.description:
-        function["description"] = contract.description
-    function["parameters"] = _object_schema(contract.args)
-    return {"type": "function", "function": function}
-
-
 def tool_specs(
     source: Gate | Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Tool specs for ``bind_tools`` from a gate's contracts or a contract table.
+    """OpenAI-format tool specs for ``bind_tools``, exported from a gate's table or a table.
 
-    A table is validated with ``check_table`` (``ContractError`` if malformed);
-    a gate gives the tools it can call now. ``None`` means ``agtool.tools.GATE``.
+    They are ``agtool.tool_spec(table, name, "openai")``: the schema states what
+    the gate enforces. A table is validated (``ContractError`` if malformed); a
+    gate gives the tools it can call now. ``None`` means ``agtool.tools.GATE``.
     """
     if source is None or not isinstance(source, Mapping):
         gate = _gate_or_reference(source)
-        contracts = [gate.contract(name) for name in gate.table]
-        return [tool_spec(contract) for contract in contracts if contract is not None]
-    return [tool_spec(contract) for contract in check_table(source).values()]
+        names = [name for name in gate.table if gate.contract(name) is not None]
+        return [export_spec(gate.table, name, "openai") for name in names]
+    return [export_spec(source, name, "openai") for name in check_table(source)]
 
 
 # --- pick and repair by model ----------------------------------------------------------------

@@ -29,6 +29,19 @@ PUBLIC = {
     "ToolStats",
     "check_table",
     "parse_reason",
+    "STRICTER_THAN_JSON_SCHEMA",
+    "SchemaError",
+    "export_tools",
+    "from_json_schema",
+    "load_tools_file",
+    "output_schema",
+    "to_json_schema",
+    "tool_spec",
+    "Finding",
+    "echo_match_rate",
+    "lint_file",
+    "lint_schema",
+    "lint_table",
 }
 
 PRIVATE_MODULES = sorted(
