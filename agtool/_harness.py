@@ -1,0 +1,463 @@
+"""The harness's checks: what must never happen at the gate, as plain functions.
+
+Each check drives a gate built by ``instrument`` (whose tool bodies are
+``Body`` objects that count their runs), and raises ``AssertionError`` with a
+message saying what went wrong, on which call. Nothing here imports
+Hypothesis: the tests, the pytest plugin and the report feed the checks with
+generated calls, and anyone can call them with calls written by hand.
+
+The counts a check relies on come from the ``Body`` wrappers, not from the
+gate; ``gate.stats`` is checked against them, so a gate that miscounts fails
+too.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import math
+import reprlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ._contract import Spec, check_table
+from ._gate import Envelope, Gate, ToolStats
+from ._reasons import ARG_CHECKS, ARG_REASONS, RESULT_CHECKS, Reason, parse_reason
+
+__all__ = [
+    "ENVELOPE_KEYS",
+    "REAL",
+    "Body",
+    "body_of",
+    "check_bad_result",
+    "check_envelope",
+    "check_memo",
+    "check_refused",
+    "check_returns",
+    "echo_of",
+    "instrument",
+    "same_value",
+    "show",
+]
+
+ENVELOPE_KEYS = frozenset({"ok", "value", "error"})
+Table = Mapping[str, Mapping[str, Any]]
+
+
+class _Real:
+    def __repr__(self) -> str:
+        return "REAL"
+
+
+#: ``Body.value`` when the body calls the real function.
+REAL: Any = _Real()
+
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = 80
+_repr.maxlong = 60
+
+
+def show(value: object) -> str:
+    """A short repr for messages, for any object (even one whose repr raises)."""
+    try:
+        return _repr.repr(value)
+    except Exception:
+        return f"<{type(value).__name__} with a repr that raises>"
+
+
+class Body:
+    """A tool body that counts its runs and keeps the arguments of each.
+
+    It calls the real function, or, once ``value`` is set, returns a deep copy
+    of that instead (a stub: for tools with side effects, and to choose what
+    comes back).
+    """
+
+    def __init__(self, name: str, fn: Callable[..., Any] | None = None) -> None:
+        self.name = name
+        self.fn = fn
+        self.value: Any = REAL if fn is not None else None
+        self.runs = 0
+        self.seen: list[dict[str, Any]] = []
+        self.last: Any = None  #: what the latest run returned
+
+    def __call__(self, /, **args: Any) -> Any:
+        self.runs += 1
+        self.seen.append(args)
+        if self.value is REAL:
+            assert self.fn is not None
+            self.last = self.fn(**args)
+        else:
+            self.last = copy.deepcopy(self.value)
+        return self.last
+
+    @property
+    def stubbed(self) -> bool:
+        """Whether the body returns ``value`` rather than calling the real function."""
+        return self.value is not REAL
+
+    def __repr__(self) -> str:
+        return f"Body({self.name!r}, runs={self.runs})"
+
+
+def instrument(table: Table, names: list[str] | None = None, *, stub: bool = False) -> Gate:
+    """A fresh ``Gate`` over a copy of ``table`` whose tool bodies are ``Body`` wrappers.
+
+    ``names`` keeps only those tools (one-tool gates are cheaper to build);
+    ``stub`` makes every body a stub returning ``None`` until its ``value`` is
+    set. The caller's table is validated (``ContractError``) and not changed.
+    """
+    contracts = check_table(table)
+    chosen = list(contracts) if names is None else names
+    copied = {name: {**table[name], "fn": Body(name, None if stub else contracts[name].fn)}
+              for name in chosen}
+    return Gate(copied)
+
+
+def body_of(gate: Gate, name: str) -> Body:
+    """The ``Body`` of ``name`` in a gate built by ``instrument``."""
+    fn = gate.table[name]["fn"]
+    if not isinstance(fn, Body):
+        raise TypeError(f"tool {name!r} of this gate is not instrumented: use instrument()")
+    return fn
+
+
+class _Runs:
+    """Body runs and gate counters of one tool, before a step, to compare after it."""
+
+    def __init__(self, gate: Gate, name: str) -> None:
+        self.gate, self.name = gate, name
+        self.body = body_of(gate, name)
+        self.runs = self.body.runs
+        self.stats = gate.stats(name)
+
+    def since(self, what: str) -> tuple[int, ToolStats]:
+        """Body runs since the snapshot, checked against the gate's own count."""
+        runs = self.body.runs - self.runs
+        stats = self.gate.stats(self.name)
+        counted = stats.runs - self.stats.runs
+        assert counted == runs, (
+            f"{what}: the body of {self.name!r} ran {runs} time(s) but gate.stats says {counted}")
+        return runs, stats
+
+
+def _delta(before: ToolStats, after: ToolStats) -> ToolStats:
+    return ToolStats(*(getattr(after, field.name) - getattr(before, field.name)
+                       for field in dataclasses.fields(ToolStats)))
+
+
+def _call(gate: Gate, name: object, args: object,
+          echo: Mapping[str, Any] | None = None) -> Envelope:
+    try:
+        envelope = gate.call_tool(name, args, echo)
+    except Exception as exc:
+        raise AssertionError(f"call_tool({show(name)}, {show(args)}) raised "
+                             f"{type(exc).__name__}: {exc}; the gate must never raise") from exc
+    _check_shape(envelope, f"call_tool({show(name)}, {show(args)})")
+    return envelope
+
+
+def _check_shape(envelope: object, what: str) -> None:
+    assert type(envelope) is dict, f"{what} answered {show(envelope)}, not a dict"
+    assert set(envelope) == ENVELOPE_KEYS, (
+        f"{what} answered keys {sorted(map(str, envelope))}, expected {sorted(ENVELOPE_KEYS)}")
+    assert type(envelope["ok"]) is bool, f"{what}: ok is {show(envelope['ok'])}, not a bool"
+    assert type(envelope["error"]) is str, f"{what}: error is {show(envelope['error'])}"
+    if envelope["ok"]:
+        assert envelope["error"] == "", f"{what}: ok, yet error is {envelope['error']!r}"
+    else:
+        assert envelope["value"] is None, f"{what}: failed, yet value is {show(envelope['value'])}"
+        assert envelope["error"], f"{what}: failed with an empty error"
+
+
+_UNCOPIED: Any = object()
+
+
+def _copy(value: Any) -> Any:
+    try:
+        return copy.deepcopy(value)
+    except Exception:
+        return _UNCOPIED  # cannot be copied: what is compared with it is not checked
+
+
+def _unchanged(before: Any, after: Any, what: str) -> None:
+    if before is not _UNCOPIED:
+        assert same_value(before, after), (
+            f"{what} changed the caller's arguments: {show(before)} became {show(after)}")
+
+
+def same_value(left: Any, right: Any) -> bool:
+    """Equal and of the same types all the way down: ``1``, ``1.0`` and ``True`` all differ.
+
+    Floats are compared by ``repr``, so ``-0.0`` differs from ``0.0`` and NaN
+    equals NaN; dicts ignore key order. Other objects compare with ``==``.
+    """
+    if type(left) is not type(right):
+        return False
+    if type(left) is float:
+        return repr(left) == repr(right) or (math.isnan(left) and math.isnan(right))
+    if type(left) in (list, tuple):
+        return len(left) == len(right) and all(map(same_value, left, right))
+    if type(left) is dict:
+        return left.keys() == right.keys() and all(same_value(left[key], right[key])
+                                                   for key in left)
+    try:
+        return bool(left == right)
+    except Exception:
+        return left is right
+
+
+def echo_of(gate: Gate, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The echo mapping of a caller that copied faithfully: each echo argument's own value."""
+    contract = gate.contract(name)
+    specs = contract.args if contract is not None else {}
+    return {arg: args[arg] for arg, spec in specs.items() if spec.echo and arg in args}
+
+
+# --- property 1: refused arguments ---------------------------------------------------------------
+
+
+def check_refused(gate: Gate, name: str, args: Any, expected_reason: str,
+                  echo: Mapping[str, Any] | None = None) -> None:
+    """The call is refused with exactly ``expected_reason`` and the body runs zero times.
+
+    ``expected_reason`` is what ``validate_args`` answers (``min:limit``);
+    ``call_tool`` must answer ``args:`` + it, count the call as blocked, and
+    leave the caller's arguments as they were. ``echo`` is passed on to both.
+    """
+    what = f"{name}({show(args)})"
+    kept = _copy(args)
+    runs = _Runs(gate, name)
+    reason = gate.validate_args(name, args, echo)
+    assert reason == expected_reason, (
+        f"validate_args on {what} answered {reason!r}; the defect planted is {expected_reason!r}")
+    envelope = _call(gate, name, args, echo)
+    assert envelope == {"ok": False, "value": None, "error": "args:" + expected_reason}, (
+        f"call_tool on {what} answered {show(envelope)}; expected error "
+        f"{'args:' + expected_reason!r}")
+    ran, stats = runs.since(what)
+    assert ran == 0, f"the body of {name!r} ran {ran} time(s) on refused arguments {what}"
+    assert _delta(runs.stats, stats) == ToolStats(blocked=1), (
+        f"{what}: counters moved by {_delta(runs.stats, stats)}, expected one blocked call")
+    _unchanged(kept, args, "call_tool")
+
+
+# --- property 2: the memo ------------------------------------------------------------------------
+
+
+def _scribble(value: Any) -> None:
+    """What a careless caller does to a value it was handed."""
+    if isinstance(value, dict):
+        value["__scribbled__"] = True
+    elif isinstance(value, list):
+        value.append("__scribbled__")
+
+
+def check_memo(gate: Gate, name: str, args: dict[str, Any], reordered_args: dict[str, Any],
+               other_args: dict[str, Any]) -> Envelope:
+    """A valid call runs the body once; the same call again, keys in any order, runs it zero times.
+
+    The repeat returns a value equal (same types throughout) to the first,
+    even after the caller changed what it was handed. A call the gate refused
+    on its result (or whose body raised) is not remembered: its repeat runs
+    the body again. ``other_args`` then runs the body again unless it is the
+    same call. The memo is cleared first. Returns the first envelope.
+    """
+    gate.clear()
+    body = body_of(gate, name)
+    what = f"{name}({show(args)})"
+    assert gate.validate_args(name, args, echo_of(gate, name, args)) == "", (
+        f"{what} is not a valid call")
+    runs = _Runs(gate, name)
+    first = _call(gate, name, args, echo_of(gate, name, args))
+    ran, _ = runs.since(what)
+    assert ran == 1, f"the first call {what} ran the body {ran} time(s), expected once"
+    remembered = first["ok"]
+    expected = _copy(first["value"]) if remembered else None
+    if remembered and body.stubbed:
+        _scribble(first["value"])  # the caller owns what it was handed; a stub's value is ours
+    for repeat in (reordered_args, args):
+        runs = _Runs(gate, name)
+        again = _call(gate, name, repeat, echo_of(gate, name, repeat))
+        ran, stats = runs.since(f"the repeat {name}({show(repeat)})")
+        if remembered:
+            assert ran == 0, (f"the repeat {name}({show(repeat)}) of a successful call ran the "
+                              f"body {ran} time(s), expected none")
+            assert _delta(runs.stats, stats) == ToolStats(hits=1), (
+                f"the repeat {name}({show(repeat)}) was not counted as one memo hit")
+            assert again["ok"], f"the repeat {name}({show(repeat)}) failed: {again['error']!r}"
+            if expected is not _UNCOPIED:
+                assert same_value(again["value"], expected), (
+                    f"the repeat {name}({show(repeat)}) answered {show(again['value'])}, "
+                    f"the first call {show(expected)}")
+            _scribble(again["value"])
+        else:
+            assert ran == 1, (f"{what} failed with {first['error']!r}, yet its repeat ran the "
+                              f"body {ran} time(s): a failure was remembered")
+    runs = _Runs(gate, name)
+    _call(gate, name, other_args, echo_of(gate, name, other_args))
+    ran, _ = runs.since(f"{name}({show(other_args)})")
+    expected_runs = 0 if remembered and same_value(other_args, args) else 1
+    assert ran == expected_runs, (
+        f"{name}({show(other_args)}) after {what} ran the body {ran} time(s), "
+        f"expected {expected_runs}")
+    return first
+
+
+# --- property 3: bad results ---------------------------------------------------------------------
+
+
+def check_bad_result(gate: Gate, name: str, args: dict[str, Any], bad_value: Any,
+                     expected_reason: str) -> None:
+    """A body returning ``bad_value`` is refused with ``result:<reason>``; nothing is remembered.
+
+    ``expected_reason`` is what ``validate_result`` answers (``range``). The
+    body is stubbed to return ``bad_value``; the call is made twice and runs
+    the body both times.
+    """
+    gate.clear()
+    body = body_of(gate, name)
+    body.value = bad_value
+    reason = gate.validate_result(name, bad_value)
+    assert reason == expected_reason, (
+        f"validate_result({name!r}, {show(bad_value)}) answered {reason!r}; the defect planted "
+        f"is {expected_reason!r}")
+    for attempt in ("first", "repeated"):
+        runs = _Runs(gate, name)
+        envelope = _call(gate, name, args, echo_of(gate, name, args))
+        ran, stats = runs.since(f"the {attempt} call")
+        assert envelope == {"ok": False, "value": None, "error": "result:" + expected_reason}, (
+            f"the {attempt} call {name}({show(args)}) returning {show(bad_value)} was answered "
+            f"{show(envelope)}; expected error {'result:' + expected_reason!r}")
+        assert ran == 1, (f"the {attempt} call {name}({show(args)}) ran the body {ran} time(s), "
+                          "expected once: a refused result must not be remembered")
+        assert _delta(runs.stats, stats) == ToolStats(runs=1, bad_results=1), (
+            f"the {attempt} call: counters moved by {_delta(runs.stats, stats)}")
+    key = gate.cache_key(name, args)
+    assert key is None or key not in gate.cache, f"a refused result of {name!r} is in the memo"
+
+
+# --- property 4: the envelope --------------------------------------------------------------------
+
+
+def check_envelope(gate: Gate, name: Any, args: Any,
+                   echo: Mapping[str, Any] | None = None) -> Envelope:
+    """``call_tool`` answers, never raises, and its answer is honest.
+
+    Exactly ``ok``, ``value``, ``error``; on success the arguments and the
+    value keep the contract; on failure ``error`` is a known reason naming a
+    real defect, and a call refused on its arguments ran no body.
+    """
+    what = f"call_tool({show(name)}, {show(args)})"
+    known = isinstance(name, str) and _has_tool(gate, name)
+    runs = _Runs(gate, name) if known else None
+    envelope = _call(gate, name, args, echo)
+    ran = runs.since(what)[0] if runs is not None else 0
+    stage, check, arg = parse_reason(envelope["error"])
+    if envelope["ok"]:
+        assert gate.validate_args(name, args, echo) == "", f"{what} succeeded on refused arguments"
+        assert gate.validate_result(name, envelope["value"]) == "", (
+            f"{what} succeeded with a value its return contract refuses: "
+            f"{show(envelope['value'])}")
+        assert ran <= 1, f"{what} ran the body {ran} times"
+    elif stage == "args":
+        assert ran == 0, f"the body ran {ran} time(s) on {what}, refused with {envelope['error']}"
+        _check_arg_reason(gate, name, args, echo, parse_reason(envelope["error"]), known, what)
+        reason = gate.validate_args(name, args, echo)
+        assert reason == envelope["error"][len("args:"):], (
+            f"{what} said {envelope['error']!r} but validate_args says {reason!r}")
+    elif stage == "result":
+        assert check in RESULT_CHECKS, f"{what}: unknown result reason {check!r}"
+        assert not arg, f"{what}: a result reason names {arg!r}"
+        assert ran == 1, f"{what} refused a result after {ran} body runs"
+    else:
+        unknown = f"{what} answered {envelope['error']!r}, which is no reason the gate gives"
+        assert stage == "raised", unknown
+        assert check.isidentifier(), unknown
+        assert not arg, unknown
+        assert ran == 1, f"{what} says the body raised after {ran} body runs"
+    return envelope
+
+
+def _has_tool(gate: Gate, name: str) -> bool:
+    try:
+        return name in gate.table
+    except Exception:
+        return False
+
+
+def _check_arg_reason(gate: Gate, name: Any, args: Any, echo: Mapping[str, Any] | None,
+                      reason: Reason, known: bool, what: str) -> None:
+    check, arg = reason.check, reason.arg
+    if check in ARG_REASONS:
+        assert not arg, f"{what}: {check!r} names an argument {arg!r}"
+        assert (check == "unknown_tool") == (not known), (
+            f"{what} answered {check!r} for a name the table {'has' if known else 'lacks'}")
+        return
+    assert check in ARG_CHECKS, f"{what}: {check!r} is no check the gate makes"
+    contract = gate.contract(name)
+    assert contract is not None, f"{what} named an argument defect of no contract"
+    assert isinstance(args, dict), f"{what} named an argument defect in a {type(args).__name__}"
+    # The reason must name a real defect: an argument that is there, or missing, as it says.
+    # dict.keys and dict.get, not args' own methods: a dict subclass may make those raise.
+    given = dict.keys(args)
+    spec = contract.args.get(arg)
+    # Inside a list of objects a key can be missing or unexpected too; the reason names
+    # the top-level argument that holds it.
+    inside = spec is not None and arg in given and _holds_objects(spec)
+    if check == "unexpected":
+        assert arg in given, f"{what}: the unexpected {arg!r} is not in the call"
+        assert spec is None or inside, f"{what}: {arg!r} is declared and holds no objects"
+        return
+    assert spec is not None, f"{what}: {check}:{arg} names no declared argument"
+    if check == "missing":
+        assert arg not in given or inside, f"{what}: {arg!r} is there, so not missing"
+    elif check == "echo":
+        assert spec.echo, f"{what}: {arg!r} is no echo argument"
+        copied = arg in given and echo is not None and arg in echo and (
+            echo[arg] == dict.get(args, arg))
+        assert not copied, f"{what}: {arg!r} is the value given, so no echo defect"
+    else:
+        assert arg in given, f"{what}: {check}:{arg} names an argument not in the call"
+
+
+def _holds_objects(spec: Spec) -> bool:
+    """Whether values of ``spec`` contain dicts whose keys the contract names."""
+    item = spec.item
+    return isinstance(item, dict) or (isinstance(item, Spec) and _holds_objects(item))
+
+
+# --- the body keeps its own return contract -------------------------------------------------------
+
+
+def check_returns(gate: Gate, name: str, args: dict[str, Any]) -> Envelope:
+    """On valid arguments the real body can be called and keeps the return contract.
+
+    The function's signature must accept every valid argument set (a
+    contract naming an argument the function lacks raises ``TypeError`` on
+    every call), and the value it returns must not be refused as ``shape``,
+    ``too_big`` or ``range``. ``empty`` is allowed (finding nothing is an
+    answer the gate refuses by design), as is a body raising for its own
+    reasons: both are returned for the caller to label.
+    """
+    gate.clear()
+    body = body_of(gate, name)
+    what = f"{name}({show(args)})"
+    if body.fn is not None:
+        try:
+            signature = inspect.signature(body.fn)
+        except (TypeError, ValueError):
+            signature = None  # a builtin without a signature: nothing to compare
+        if signature is not None:
+            try:
+                signature.bind(**args)
+            except TypeError as exc:
+                raise AssertionError(f"the function of {name!r} cannot take the valid arguments "
+                                     f"{show(args)}: {exc}") from exc
+    envelope = _call(gate, name, args, echo_of(gate, name, args))
+    stage, check, _ = parse_reason(envelope["error"])
+    assert stage != "result" or check == "empty", (
+        f"the body of {name!r} returned a value its return contract refuses ({envelope['error']})"
+        f" for the valid call {what}: it returned {show(body.last)}")
+    return envelope

@@ -1,0 +1,158 @@
+"""Property 6: valid calls, defective calls, bad results, repeats and clears, interleaved.
+
+A ``RuleBasedStateMachine`` drives one instrumented gate with stubbed bodies
+and keeps its own model of what must have happened: which calls are
+remembered (and with what value), how often each body ran, how many calls
+were memo hits, refused, or refused on their result. After every step the
+gate's counters, the bodies' own counts and the memo's size must match the
+model. The model's memo key is built here, not taken from the gate.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Hashable
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from agtool import Gate, ToolStats, tools
+from agtool._harness import body_of, echo_of, instrument, same_value
+from strategies import bad_results, contract_tables, one_defect_args, permuted, valid_args
+from strategies import valid_results as valid_values
+
+
+def canonical(name: str, value: Any) -> Hashable:
+    """The identity of a call: same types and values all the way down, key order ignored."""
+    if isinstance(value, dict):
+        return (name, "dict", tuple(sorted((key, canonical("", item))
+                                           for key, item in value.items())))
+    if isinstance(value, list):
+        return (name, "list", tuple(canonical("", item) for item in value))
+    return (name, type(value).__name__, repr(value))
+
+
+class GateMachine(RuleBasedStateMachine):
+    """One gate over one table, checked step by step against a model of its memo and counters."""
+
+    table: dict[str, dict[str, Any]]
+    gate: Gate
+
+    def start(self, table: dict[str, dict[str, Any]]) -> None:
+        self.table = table
+        self.names = sorted(table)
+        self.gate = instrument(table, stub=True)
+        self.expected = {name: ToolStats() for name in self.names}
+        self.body_runs = dict.fromkeys(self.names, 0)  # never reset: the bodies count on
+        #: canonical call -> (name, args, the value it must be answered with)
+        self.memo: dict[Hashable, tuple[str, dict[str, Any], Any]] = {}
+
+    def count(self, name: str, **moved: int) -> None:
+        self.body_runs[name] += moved.get("runs", 0)
+        stats = self.expected[name]
+        self.expected[name] = ToolStats(**{field: getattr(stats, field) + moved.get(field, 0)
+                                           for field in ToolStats.__dataclass_fields__})
+
+    def call(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        envelope = self.gate.call_tool(name, args, echo_of(self.gate, name, args))
+        return dict(envelope)
+
+    def answered_from_memo(self, name: str, args: dict[str, Any]) -> bool:
+        """If the model remembers this call, the gate must answer it from the memo."""
+        remembered = self.memo.get(canonical(name, args))
+        if remembered is None:
+            return False
+        envelope = self.call(name, args)
+        self.count(name, hits=1)
+        assert envelope["ok"], envelope
+        assert same_value(envelope["value"], remembered[2])
+        if isinstance(envelope["value"], dict):
+            envelope["value"]["scribbled"] = True  # the caller's copy, not the memo's
+        return True
+
+    @rule(data=st.data())
+    def valid_call(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(self.names))
+        args = data.draw(valid_args(self.table, name))
+        if self.answered_from_memo(name, args):
+            return
+        value = data.draw(valid_values(self.table, name))
+        body_of(self.gate, name).value = value
+        envelope = self.call(name, args)
+        self.count(name, runs=1)
+        assert envelope["ok"], envelope
+        assert same_value(envelope["value"], value)
+        self.memo[canonical(name, args)] = (name, args, copy.deepcopy(value))
+
+    @precondition(lambda self: bool(self.memo))
+    @rule(data=st.data())
+    def repeat(self, data: st.DataObject) -> None:
+        name, args, _ = data.draw(st.sampled_from(list(self.memo.values())))
+        assert self.answered_from_memo(name, data.draw(permuted(args)))
+
+    @rule(data=st.data())
+    def defective_call(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(self.names))
+        call = data.draw(one_defect_args(self.table, name))
+        envelope = self.gate.call_tool(name, call.args, call.echo)
+        self.count(name, blocked=1)
+        assert envelope == {"ok": False, "value": None, "error": call.error}
+
+    @rule(data=st.data())
+    def bad_result(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(self.names))
+        args = data.draw(valid_args(self.table, name))
+        if self.answered_from_memo(name, args):
+            return  # a remembered success is answered before any body could go wrong
+        bad = data.draw(bad_results(self.table, name))
+        body_of(self.gate, name).value = bad.value
+        envelope = self.call(name, args)
+        self.count(name, runs=1, bad_results=1)
+        assert envelope == {"ok": False, "value": None, "error": bad.error}
+
+    @rule()
+    def clear(self) -> None:
+        self.gate.clear()
+        self.memo.clear()
+
+    @rule()
+    def reset_stats(self) -> None:
+        self.gate.reset_stats()
+        self.expected = {name: ToolStats() for name in self.names}
+
+    @invariant()
+    def counters_match_the_model(self) -> None:
+        for name in self.names:
+            assert self.gate.stats(name) == self.expected[name], name
+            assert body_of(self.gate, name).runs == self.body_runs[name], name
+
+    @invariant()
+    def the_memo_holds_what_the_model_remembers(self) -> None:
+        assert len(self.gate.cache) == len(self.memo)
+
+
+class ReferenceMachine(GateMachine):
+    """The machine on the reference tools."""
+
+    @initialize()
+    def on_the_reference_table(self) -> None:
+        self.start(tools.TOOLS)
+
+
+class GeneratedMachine(GateMachine):
+    """The machine on a table nobody wrote."""
+
+    @initialize(table=contract_tables())
+    def on_a_generated_table(self, table: dict[str, dict[str, Any]]) -> None:
+        self.start(table)
+
+
+TestReferenceMachine = ReferenceMachine.TestCase
+TestGeneratedMachine = GeneratedMachine.TestCase
