@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_agtool import STUB_OPTION, TABLE_OPTION
+
 from ._contract import check_table
 from ._errors import ContractError
 
@@ -49,10 +51,6 @@ if TYPE_CHECKING:
     from strategies._properties import Case
 
 __all__ = ["AgtoolItem", "TableCollector", "ToolCollector"]
-
-_TABLE_OPTION = "agtool_table"
-_STUB_OPTION = "agtool_stub_bodies"
-
 
 class TableError(Exception):
     """``--agtool-table`` does not name a table that can be loaded."""
@@ -74,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     # tryfirst: added before -k and -m deselect, so they select agtool items too.
-    for spec in config.getoption(_TABLE_OPTION):
+    for spec in config.getoption(TABLE_OPTION):
         # An explicit id: a child of the session would get a bare "::" before its name.
         name = f"agtool:{spec}"
         collector = TableCollector.from_parent(session, name=name, nodeid=name, spec=spec)
@@ -158,7 +156,7 @@ class ToolCollector(pytest.Collector):
             raise self.problem
         from strategies import PROPERTIES, case_id, property_cases
 
-        stub = bool(self.config.getoption(_STUB_OPTION))
+        stub = bool(self.config.getoption(STUB_OPTION))
         for prop in PROPERTIES:
             for case in property_cases(prop, self.table, self.name, stub_bodies=stub):
                 label = case_id(case)

@@ -28,7 +28,7 @@ __all__ = [
     "parse_reason",
 ]
 
-#: Checks made on each argument, in the order the gate makes them.
+#: The checks made on each argument (the gate may meet them in another order).
 ARG_CHECKS = (
     "missing",
     "unexpected",

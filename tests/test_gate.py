@@ -1513,3 +1513,20 @@ def test_an_empty_list_that_claims_to_be_true_is_still_empty() -> None:
     """Emptiness is read from the length, so a list subclass's own truth cannot hide it."""
     gate = gate_for(Counter(), {"x": {"type": "int"}}, TYPED_RETURNS)
     assert gate.validate_result("t", {"rows": _AlwaysTrue()}) == "empty"
+
+
+def test_a_tuple_nested_past_max_depth_keeps_its_type_on_a_hit() -> None:
+    """A value too deep to vet as JSON is copied, not serialised, so a deep tuple stays one."""
+    from agtool._memo import MAX_DEPTH
+
+    deep: Any = (1, 2)
+    for _ in range(MAX_DEPTH + 20):
+        deep = [deep]
+    gate = gate_for(Counter(lambda kwargs: {"rows": [{"n": 1}], "deep": deep}),
+                    {"x": {"type": "int"}}, TYPED_RETURNS)
+    gate.call_tool("t", {"x": 1})
+    held = gate.call_tool("t", {"x": 1})["value"]["deep"]
+    for _ in range(MAX_DEPTH + 20):
+        held = held[0]
+    assert type(held) is tuple
+    assert gate.stats("t").hits == 1

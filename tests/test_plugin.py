@@ -47,6 +47,10 @@ TOOLS = {
         "returns": {"order_id": {"type": "str"}, "refunded": {"type": "int", "min": 1}},
     },
 }
+EMPTY = {}
+# An int between 0.5 and 0.7: a contract check_table accepts and no call can keep.
+IMPOSSIBLE = {"count": {"fn": refund, "args": {"n": {"type": "int", "min": 0.5, "max": 0.7}},
+                        "returns": {}}}
 '''
 HEALTHY = "amount_cents"
 #: Refunds of 10 cents or more come back negative: wrong only for some inputs.
@@ -75,12 +79,13 @@ HEALTHY_ITEMS = {
 
 
 def write_table(pytester: pytest.Pytester, module: str, body: str = HEALTHY,
-                max_key: str = "max", max_value: str = "100000") -> None:
+                max_value: str = "100000", *, on_path: bool = True) -> None:
     """A table module in the test's own directory, importable by the pytest run there."""
-    source = TABLE.replace("BODY", body).replace('"MAX": 100000', f'"{max_key}": {max_value}')
+    source = TABLE.replace("BODY", body).replace('"MAX": 100000', f'"max": {max_value}')
     pytester.makepyfile(**{module: textwrap.dedent(source)})
-    pytester.makeconftest(PROFILE)
-    pytester.syspathinsert()
+    if on_path:
+        pytester.makeconftest(PROFILE)
+        pytester.syspathinsert()
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -141,6 +146,7 @@ def test_stub_bodies_never_run_the_real_functions(pytester: pytest.Pytester) -> 
 @pytest.mark.parametrize(("max_value", "field"), [
     ('"ten"', "args.amount_cents.max"),
     ("float('nan')", "args.amount_cents.max"),
+    ("-1", "args.amount_cents.min"),
 ])
 def test_a_malformed_table_is_a_collection_error_naming_tool_and_field(
         pytester: pytest.Pytester, max_value: str, field: str) -> None:
@@ -157,6 +163,7 @@ def test_a_malformed_table_is_a_collection_error_naming_tool_and_field(
     ("spec_tools:NOPE", "*module 'spec_tools' has no 'NOPE'*"),
     ("spec_tools", "*expected MODULE:NAME*"),
     ("spec_tools:refund", "*refund is a function, not a contract table*"),
+    ("spec_tools:EMPTY", "*the table has no tools*"),
 ])
 def test_a_table_that_cannot_be_loaded_says_why(pytester: pytest.Pytester, spec: str,
                                                 message: str) -> None:
@@ -165,6 +172,23 @@ def test_a_table_that_cannot_be_loaded_says_why(pytester: pytest.Pytester, spec:
     result = run(pytester, f"--agtool-table={spec}")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines([message])
+
+
+def test_a_table_module_in_the_rootdir_is_found_without_a_path_set_up(
+        pytester: pytest.Pytester) -> None:
+    """With no conftest and nothing on sys.path, the table module is looked up in the rootdir."""
+    write_table(pytester, "rootdir_tools", on_path=False)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hypothesis-profile=dev",
+                                "--agtool-table=rootdir_tools:TOOLS", "-k", "missing")
+    result.assert_outcomes(passed=4)  # one missing site per required argument
+
+
+def test_a_contract_no_call_can_keep_fails_naming_the_field(pytester: pytest.Pytester) -> None:
+    """An int spec between 0.5 and 0.7 cannot be drawn: its items fail and say which argument."""
+    write_table(pytester, "impossible_tools")
+    result = run(pytester, "--agtool-table=impossible_tools:IMPOSSIBLE", "-k", "memo")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*required field 'n': no value keeps its spec*"])
 
 
 def test_statistics_show_the_mix_of_defects(pytester: pytest.Pytester) -> None:
@@ -199,6 +223,7 @@ def test_without_the_option_the_plugin_imports_no_hypothesis(pytester: pytest.Py
             assert request.config.pluginmanager.has_plugin("agtool")
             assert "strategies" not in sys.modules
             assert "hypothesis" not in sys.modules
+            assert "agtool" not in sys.modules  # so coverage can see agtool imported whole
     '''))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
     result.assert_outcomes(passed=1)

@@ -13,13 +13,15 @@ planted; body runs are counted by ``agtool._harness.Body`` wrappers, not read fr
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agtool import ARG_CHECKS, RESULT_CHECKS, tools
+from agtool import ARG_CHECKS, RESULT_CHECKS, Gate, ToolStats, tools
 from agtool._harness import (
     body_of,
     check_bad_result,
@@ -312,3 +314,170 @@ def test_generated_tables_answer_anything(table: dict[str, Any], data: st.DataOb
     if isinstance(name, str) and name in table:
         body_of(gate, name).value = data.draw(valid_results(table, name))
     check_envelope(gate, name, args)
+
+
+# --- the checks themselves: each fails on a gate that breaks its promise --------------------------
+
+
+def _broken(gate_class: type[Gate], table: dict[str, Any], name: str) -> Gate:
+    """A gate of ``gate_class`` over the instrumented copy of ``table``'s tool ``name``."""
+    return gate_class(instrument(table, [name], stub=True).table)
+
+
+class RunsBodyFirst(Gate):
+    """Runs the body, then checks the arguments: the bug the gate exists to prevent."""
+
+    def call_tool(self, name: Any, args: Any, echo: Any = None) -> Any:
+        with contextlib.suppress(Exception):
+            self.table[name]["fn"](**args)
+        return super().call_tool(name, args, echo)
+
+
+class RemembersNothing(Gate):
+    """Forgets every success: the memo never answers."""
+
+    def call_tool(self, name: Any, args: Any, echo: Any = None) -> Any:
+        self.clear()
+        return super().call_tool(name, args, echo)
+
+
+class RemembersFailures(Gate):
+    """Answers a repeated call with whatever it answered first, refusals included."""
+
+    def call_tool(self, name: Any, args: Any, echo: Any = None) -> Any:
+        seen = self.__dict__.setdefault("seen", {})
+        key = repr(sorted(args.items()))
+        if key not in seen:
+            seen[key] = super().call_tool(name, args, echo)
+        return seen[key]
+
+
+class SharesItsMemo(Gate):
+    """Hands out the remembered object itself, so a caller's change reaches the next caller."""
+
+    def call_tool(self, name: Any, args: Any, echo: Any = None) -> Any:
+        shared = self.__dict__.setdefault("shared", {})
+        envelope = super().call_tool(name, args, echo)
+        if envelope["ok"]:
+            envelope["value"] = shared.setdefault(repr(sorted(args.items())), envelope["value"])
+        return envelope
+
+
+class Raises(Gate):
+    """Lets an exception out."""
+
+    def call_tool(self, name: Any, args: Any, echo: Any = None) -> Any:
+        raise KeyError(name)
+
+
+class MiscountsRuns(Gate):
+    """Counts no runs."""
+
+    def stats(self, name: str) -> ToolStats:
+        return ToolStats()
+
+
+GOOD = {"sku": "A100", "region": "seoul", "limit": 1}
+
+
+def test_check_refused_catches_a_body_run_on_refused_arguments() -> None:
+    """A gate that runs the body before refusing fails check_refused."""
+    gate = _broken(RunsBodyFirst, TOOLS, "stock_lookup")
+    with pytest.raises(AssertionError, match="ran 1 time"):
+        check_refused(gate, "stock_lookup", {**GOOD, "limit": True}, "type:limit")
+
+
+def test_check_refused_catches_a_wrong_reason() -> None:
+    """A defect the gate names wrongly (or not at all) fails check_refused."""
+    gate = instrument(TOOLS, ["stock_lookup"], stub=True)
+    with pytest.raises(AssertionError, match="the defect planted is 'type:limit'"):
+        check_refused(gate, "stock_lookup", {**GOOD, "limit": 1}, "type:limit")
+
+
+def test_check_memo_catches_a_memo_that_never_answers() -> None:
+    """A gate that forgets successes fails check_memo on the repeat."""
+    gate = _broken(RemembersNothing, TOOLS, "stock_lookup")
+    body_of(gate, "stock_lookup").value = {"sku": "A100", "rows": [{"store": "S", "count": 1}]}
+    with pytest.raises(AssertionError, match="expected none"):
+        check_memo(gate, "stock_lookup", GOOD, GOOD, GOOD)
+
+
+def test_check_memo_catches_a_memo_the_caller_can_change() -> None:
+    """A gate that hands out its remembered object fails check_memo once the caller edits it."""
+    gate = _broken(SharesItsMemo, TOOLS, "stock_lookup")
+    body_of(gate, "stock_lookup").value = {"sku": "A100", "rows": [{"store": "S", "count": 1}]}
+    with pytest.raises(AssertionError, match="the first call"):
+        check_memo(gate, "stock_lookup", GOOD, dict(reversed(GOOD.items())), GOOD)
+
+
+def test_check_bad_result_catches_a_remembered_failure() -> None:
+    """A gate that remembers a refused result fails check_bad_result on the repeat."""
+    gate = _broken(RemembersFailures, TOOLS, "stock_lookup")
+    with pytest.raises(AssertionError, match="must not be remembered"):
+        check_bad_result(gate, "stock_lookup", GOOD, {"sku": "A100", "rows": []}, "empty")
+
+
+def test_check_envelope_catches_a_gate_that_raises() -> None:
+    """An exception out of call_tool fails check_envelope, naming it."""
+    with pytest.raises(AssertionError, match="raised KeyError"):
+        check_envelope(_broken(Raises, TOOLS, "stock_lookup"), "stock_lookup", GOOD)
+
+
+def test_the_checks_catch_counters_that_disagree_with_the_body() -> None:
+    """gate.stats is checked against the counted bodies, not trusted."""
+    gate = _broken(MiscountsRuns, TOOLS, "stock_lookup")
+    body_of(gate, "stock_lookup").value = {"sku": "A100", "rows": [{"store": "S", "count": 1}]}
+    with pytest.raises(AssertionError, match=r"gate\.stats says 0"):
+        check_memo(gate, "stock_lookup", GOOD, GOOD, GOOD)
+
+
+def test_check_returns_catches_a_function_that_cannot_take_its_contract() -> None:
+    """A contract naming an argument the function lacks fails check_returns before any call."""
+    table = {"t": {"fn": lambda a: {"a": a}, "args": {"a": {"type": "int"}, "b": {"type": "int"}},
+                   "returns": {"a": {"type": "int"}}}}
+    with pytest.raises(AssertionError, match="cannot take the valid arguments"):
+        check_returns(instrument(table), "t", {"a": 1, "b": 2})
+    builtin = {"t": {"fn": dict, "args": {"a": {"type": "int"}}, "returns": {"a": {"type": "int"}}}}
+    assert check_returns(instrument(builtin), "t", {"a": 1})["ok"]  # no signature to compare
+
+
+def test_instrumented_bodies_are_required() -> None:
+    """The checks count through Body wrappers; a plain gate is refused with a TypeError."""
+    with pytest.raises(TypeError, match="not instrumented"):
+        body_of(Gate(TOOLS), "stock_lookup")
+    body = body_of(instrument(TOOLS), "stock_lookup")
+    assert "runs=0" in repr(body)
+    assert not body.stubbed
+    assert f"{body.value!r}" == "REAL"  # calls the real function until a value is set
+
+
+#: Bodies that raise for some valid calls: the envelope names the exception, the run counts.
+FLAKY = {"flaky": {"fn": lambda n: {"n": 10 // (n % 3)}, "args": {"n": {"type": "int"}},
+                   "returns": {"n": {"type": "int"}}}}
+
+
+class HashRaises(str):
+    """A name equal to a str, whose hash raises."""
+
+    def __hash__(self) -> int:
+        raise RuntimeError("no hash")
+
+
+@given(n=st.integers())
+@example(n=3)
+def test_a_body_that_raises_is_answered_not_thrown(n: int) -> None:
+    """A raising body gives raised:<Exception> and counts its run; nothing escapes."""
+    envelope = check_envelope(instrument(FLAKY), "flaky", {"n": n})
+    assert (envelope["error"] == "raised:ZeroDivisionError") == (n % 3 == 0)
+
+
+def test_a_name_whose_hash_raises_is_an_unknown_tool() -> None:
+    """A str subclass that cannot be hashed is answered unknown_tool, not an exception."""
+    envelope = check_envelope(instrument(FLAKY), HashRaises("flaky"), {"n": 1})
+    assert envelope["error"] == "args:unknown_tool"
+
+
+def test_arguments_that_cannot_be_copied_are_still_checked() -> None:
+    """An argument deepcopy refuses is still refused with its reason; the body never runs."""
+    check_refused(instrument(TOOLS, ["stock_lookup"], stub=True), "stock_lookup",
+                  {**GOOD, "sku": threading.Lock()}, "type:sku")

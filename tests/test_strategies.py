@@ -357,13 +357,26 @@ def test_generated_defects_are_at_their_sites(table: dict[str, Any],
 # --- same_value, the harness's notion of "the same call" --------------------------------------
 
 
+class Incomparable:
+    """An object whose == raises."""
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("cannot compare")
+
+    __hash__ = object.__hash__
+
+
+INCOMPARABLE = Incomparable()
+
+
 @pytest.mark.parametrize(("left", "right", "same"), [
+    (INCOMPARABLE, INCOMPARABLE, True), (INCOMPARABLE, Incomparable(), False),
     (1, 1, True), (1, True, False), (1, 1.0, False), (0.0, -0.0, False),
     (math.nan, math.nan, True), ({"a": 1, "b": [2]}, {"b": [2], "a": 1}, True),
     ([1, 2], (1, 2), False), ({"a": 1}, {"a": 1, "b": 2}, False),
 ])
 def test_same_value_tells_apart_what_the_memo_must(left: Any, right: Any, same: bool) -> None:
-    """Typed equality: 1, 1.0 and True differ, -0.0 differs from 0.0, key order does not count."""
+    """Typed equality: 1, 1.0, True differ; -0.0 differs from 0.0; key order does not count."""
     assert same_value(left, right) is same
 
 
