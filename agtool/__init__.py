@@ -5,12 +5,27 @@ contract. ``Gate(table)`` validates it, then checks every call's arguments
 before the body runs and its result after, remembers successes, and answers
 failures as values with a short reason instead of raising. The same table is
 exported as JSON Schema and provider tool specs, imported from them, and
-linted. The reference tools and the agent graph live in ``agtool.tools``.
+linted. Tools that touch the world declare their effect and risk: the gate
+authorizes each call against the caller's scope, binds approvals to exact
+arguments, runs each write once per idempotency key (``SqliteStore``), hands
+the model structured errors and output marked by source and trust
+(``Gate.call_for_model``), and writes one ``CallRecord`` per call. The
+reference tools and the agent graph live in ``agtool.tools``.
 """
 
-from ._contract import SPEC_KEYS, TYPES, Spec, ToolContract, check_table
-from ._errors import AgtoolError, ContractError
-from ._gate import Envelope, Gate, ToolStats
+from ._answers import CODES, RETRYABLE_CODES, error_code, is_retryable, model_error
+from ._contract import (
+    EFFECTS,
+    RISKS,
+    SPEC_KEYS,
+    TRUST_LEVELS,
+    TYPES,
+    Spec,
+    ToolContract,
+    check_table,
+)
+from ._errors import AgtoolError, ContractError, UpstreamError
+from ._gate import DEFAULT_SCOPE, UNTRUSTED_NOTE, Approval, Envelope, Gate, ToolStats
 from ._jsonschema import (
     STRICTER_THAN_JSON_SCHEMA,
     SchemaError,
@@ -22,34 +37,66 @@ from ._jsonschema import (
     tool_spec,
 )
 from ._lint import Finding, echo_match_rate, lint_file, lint_schema, lint_table
-from ._reasons import ARG_CHECKS, ARG_REASONS, RESULT_CHECKS, STAGES, Reason, parse_reason
+from ._reasons import (
+    ARG_CHECKS,
+    ARG_REASONS,
+    RESULT_CHECKS,
+    STAGES,
+    WRITE_REASONS,
+    Reason,
+    parse_reason,
+)
+from ._records import REDACTED, CallRecord, JsonLinesSink, RecordSink, contract_hash
+from ._store import Claim, SqliteStore, StoredWrite, WriteStore
 
 __all__ = [
     "ARG_CHECKS",
     "ARG_REASONS",
+    "CODES",
+    "DEFAULT_SCOPE",
+    "EFFECTS",
+    "REDACTED",
     "RESULT_CHECKS",
+    "RETRYABLE_CODES",
+    "RISKS",
     "SPEC_KEYS",
     "STAGES",
     "STRICTER_THAN_JSON_SCHEMA",
+    "TRUST_LEVELS",
     "TYPES",
+    "UNTRUSTED_NOTE",
+    "WRITE_REASONS",
     "AgtoolError",
+    "Approval",
+    "CallRecord",
+    "Claim",
     "ContractError",
     "Envelope",
     "Finding",
     "Gate",
+    "JsonLinesSink",
     "Reason",
+    "RecordSink",
     "SchemaError",
     "Spec",
+    "SqliteStore",
+    "StoredWrite",
     "ToolContract",
     "ToolStats",
+    "UpstreamError",
+    "WriteStore",
     "check_table",
+    "contract_hash",
     "echo_match_rate",
+    "error_code",
     "export_tools",
     "from_json_schema",
+    "is_retryable",
     "lint_file",
     "lint_schema",
     "lint_table",
     "load_tools_file",
+    "model_error",
     "output_schema",
     "parse_reason",
     "to_json_schema",

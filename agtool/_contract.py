@@ -5,11 +5,16 @@ A table is a plain dict, kept as a value that programs read::
     {name: {"fn": callable,
             "args": {arg: spec},
             "returns": {key: spec},
-            "description": "optional text for the model"}}
+            "description": "optional text for the model",
+            # optional, for tools that touch the world (see ``EFFECTS``, ``RISKS``):
+            "effect": "read" | "write", "risk": one of RISKS,
+            "key_args": [arg, ...], "timeout": seconds,
+            "source": "where the output comes from", "trust": "trusted" | "untrusted"}}
 
 A spec is a dict with ``type`` (one of ``TYPES``) and optionally ``required``
 (bool, default ``True``), ``allowed``, ``min``, ``max``, ``min_len``,
-``max_len``, ``pattern``, ``item`` and ``description``. ``parse_entry`` turns
+``max_len``, ``pattern``, ``item``, ``description``, ``echo`` and
+``sensitive`` (redacted before a model or a log sees it). ``parse_entry`` turns
 an entry into a frozen ``ToolContract`` or raises ``ContractError`` naming the
 tool, the field and the problem.
 """
@@ -25,9 +30,12 @@ from typing import Any, Union
 from ._errors import ContractError
 
 __all__ = [
+    "EFFECTS",
     "ENTRY_KEYS",
     "MAX_ITEM_DEPTH",
+    "RISKS",
     "SPEC_KEYS",
+    "TRUST_LEVELS",
     "TYPES",
     "Spec",
     "ToolContract",
@@ -38,9 +46,21 @@ __all__ = [
 TYPES = ("str", "int", "float", "bool", "list", "dict")
 SPEC_KEYS = frozenset(
     {"type", "required", "allowed", "min", "max", "min_len", "max_len", "pattern", "item",
-     "description", "echo"}
+     "description", "echo", "sensitive"}
 )
-ENTRY_KEYS = frozenset({"fn", "args", "returns", "description"})
+ENTRY_KEYS = frozenset({"fn", "args", "returns", "description", "effect", "risk", "key_args",
+                        "timeout", "source", "trust"})
+#: What a tool does to the world. Write tools are never memoized; they run once per
+#: idempotency key.
+EFFECTS = ("read", "write")
+#: Risk levels, least to most: the first two are reads, the rest writes. A caller's
+#: scope names the levels it may use; the last two also need an approval of the exact args.
+RISKS = ("read_public", "read_sensitive", "reversible_write", "external_effect", "irreversible")
+#: How far a tool's output may be believed: ``untrusted`` output is handed to a
+#: model marked as data from its source, never as instructions.
+TRUST_LEVELS = ("trusted", "untrusted")
+#: The source of a tool whose entry names none: the system's own data.
+INTERNAL_SOURCE = "internal"
 #: How deep ``item`` specs may nest; each level is a loop in the compiled check,
 #: and Python refuses more than 20 nested blocks in one function.
 MAX_ITEM_DEPTH = 8
@@ -77,6 +97,8 @@ class Spec:
     description: str = ""
     #: An argument the model must copy verbatim from its input (a request id).
     echo: bool = False
+    #: Redacted before a model or a call record sees it.
+    sensitive: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,6 +110,20 @@ class ToolContract:
     args: dict[str, Spec]
     returns: dict[str, Spec]
     description: str = ""
+    effect: str = "read"
+    risk: str = "read_public"
+    #: Arguments whose values name the business object of a write (an order id):
+    #: with the run id and step id they make the idempotency key. Empty: all args.
+    key_args: tuple[str, ...] = ()
+    #: Seconds the body may take before the call answers ``timeout``; ``None``: no limit.
+    timeout: float | None = None
+    source: str = INTERNAL_SOURCE
+    trust: str = "trusted"
+
+    @property
+    def needs_approval(self) -> bool:
+        """Whether each call needs an approval bound to its exact arguments."""
+        return self.risk in ("external_effect", "irreversible")
 
 
 def is_value_of(type_name: str, value: object) -> bool:
@@ -139,13 +175,68 @@ def parse_entry(name: object, entry: object) -> ToolContract:
     echoed = [key for key in entry["returns"] if returns[key].echo]
     if echoed:
         raise ContractError(name, f"returns.{echoed[0]}.echo", "applies to arguments only")
+    args = _parse_specs(name, "args", entry["args"])
+    effect, risk = _effect_and_risk(name, entry)
+    source = entry.get("source", INTERNAL_SOURCE)
+    if not isinstance(source, str) or not source:
+        raise ContractError(name, "source", f"must be a non-empty str, got {source!r}")
+    trust = entry.get("trust", "trusted" if source == INTERNAL_SOURCE else "untrusted")
+    if trust not in TRUST_LEVELS:
+        raise ContractError(name, "trust", f"must be one of {list(TRUST_LEVELS)}, got {trust!r}")
     return ToolContract(
         name=name,
         fn=fn,
-        args=_parse_specs(name, "args", entry["args"]),
+        args=args,
         returns=returns,
         description=description,
+        effect=effect,
+        risk=risk,
+        key_args=_key_args(name, entry, effect, args),
+        timeout=_timeout(name, entry),
+        source=source,
+        trust=trust,
     )
+
+
+def _effect_and_risk(name: str, entry: Mapping[str, Any]) -> tuple[str, str]:
+    effect = entry.get("effect", "read")
+    if effect not in EFFECTS:
+        raise ContractError(name, "effect", f"must be one of {list(EFFECTS)}, got {effect!r}")
+    reads, writes = RISKS[:2], RISKS[2:]
+    risk = entry.get("risk", reads[0] if effect == "read" else writes[0])
+    if risk not in RISKS:
+        raise ContractError(name, "risk", f"must be one of {list(RISKS)}, got {risk!r}")
+    if risk not in (reads if effect == "read" else writes):
+        raise ContractError(name, "risk", f"{risk!r} is not a risk of a {effect} tool; "
+                            f"expected one of {list(reads if effect == 'read' else writes)}")
+    return effect, risk
+
+
+def _key_args(name: str, entry: Mapping[str, Any], effect: str,
+              args: Mapping[str, Spec]) -> tuple[str, ...]:
+    if "key_args" not in entry:
+        return ()
+    key_args = entry["key_args"]
+    if effect != "write":
+        raise ContractError(name, "key_args", "applies to write tools only")
+    if not isinstance(key_args, (list, tuple)) or not key_args:
+        raise ContractError(name, "key_args", "must be a non-empty list of argument names")
+    for arg in key_args:
+        if arg not in args:
+            raise ContractError(name, "key_args", f"{arg!r} is not an argument")
+        if not args[arg].required:
+            raise ContractError(name, "key_args", f"{arg!r} must be a required argument")
+    return tuple(key_args)
+
+
+def _timeout(name: str, entry: Mapping[str, Any]) -> float | None:
+    timeout = entry.get("timeout")
+    if timeout is None:
+        return None
+    if not _is_number(timeout) or timeout <= 0:
+        raise ContractError(name, "timeout", f"must be a positive number of seconds, "
+                            f"got {timeout!r}")
+    return float(timeout)
 
 
 def _parse_specs(tool: str, field: str, specs: object) -> dict[str, Spec]:
@@ -182,6 +273,9 @@ def _parse_spec(tool: str, field: str, spec: object) -> Spec:
     echo = spec.get("echo", False)
     if type(echo) is not bool:
         raise ContractError(tool, f"{field}.echo", f"must be a bool, got {echo!r}")
+    sensitive = spec.get("sensitive", False)
+    if type(sensitive) is not bool:
+        raise ContractError(tool, f"{field}.sensitive", f"must be a bool, got {sensitive!r}")
     pattern = spec.get("pattern")
     if pattern is not None:
         if not isinstance(pattern, str):
@@ -203,6 +297,7 @@ def _parse_spec(tool: str, field: str, spec: object) -> Spec:
         item=_parse_item(tool, f"{field}.item", spec["item"]) if "item" in spec else None,
         description=description,
         echo=echo,
+        sensitive=sensitive,
     )
     if "allowed" in spec:
         parsed = _with_allowed(tool, field, parsed, spec["allowed"])

@@ -1,16 +1,18 @@
 """Exceptions agtool raises.
 
 Only programming mistakes raise; bad arguments and bad results are data
-(reasons returned by the gate), never exceptions.
+(reasons returned by the gate), never exceptions. ``UpstreamError`` is the
+one meant for tool bodies to raise, and the gate turns it into a reason.
 
     AgtoolError
-    └── ContractError (also a ValueError): a malformed contract table
-        └── SchemaError: a JSON Schema or tools file that cannot become a contract exactly
+    ├── ContractError (also a ValueError): a malformed contract table
+    │   └── SchemaError: a JSON Schema or tools file that cannot become a contract exactly
+    └── UpstreamError: raised by a tool body whose upstream failed
 """
 
 from __future__ import annotations
 
-__all__ = ["AgtoolError", "ContractError"]
+__all__ = ["AgtoolError", "ContractError", "UpstreamError"]
 
 
 class AgtoolError(Exception):
@@ -31,3 +33,19 @@ class ContractError(AgtoolError, ValueError):
         self.problem = problem
         where = f"tool {tool!r}" + (f", field {field!r}" if field else "")
         super().__init__(f"{where}: {problem}")
+
+
+class UpstreamError(AgtoolError):
+    """Raised by a tool body when the service behind it failed (an HTTP 502, a 429).
+
+    The gate answers ``upstream:<status>`` (``RATE_LIMITED`` for 429,
+    ``NOT_FOUND`` for 404, ``UPSTREAM_ERROR`` otherwise) and keeps a short
+    excerpt of ``body`` for the model's ``details``, never the body as data.
+    ``retry_after`` is in seconds.
+    """
+
+    def __init__(self, status: int, body: str = "", retry_after: float | None = None) -> None:
+        self.status = status
+        self.body = body
+        self.retry_after = retry_after
+        super().__init__(f"upstream answered {status}")

@@ -28,19 +28,20 @@ _EXACT = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
 _ORJSON = orjson.OPT_SORT_KEYS | _EXACT
 
 
-def cache_key(name: str, args: object) -> Hashable | None:
+def cache_key(name: str, args: object, version: str = "") -> Hashable | None:
     """The memo key of a call, or ``None`` when these args cannot be keyed exactly.
 
-    Key order does not matter; the type of every value does; the tool's name is
-    part of the key, so two tools never share one.
+    Key order does not matter; the type of every value does; the tool's name and
+    ``version`` (the gate passes its contract's hash) are part of the key, so two
+    tools, or two versions of one contract, never share one.
     """
     try:
-        return _key(name, args)
+        return _key(name, args, version)
     except Exception:  # args whose own methods raise are not remembered
         return None
 
 
-def _key(name: str, args: object) -> Hashable | None:
+def _key(name: str, args: object, version: str) -> Hashable | None:
     if not isinstance(args, dict):
         return None
     for value in args.values():
@@ -52,11 +53,11 @@ def _key(name: str, args: object) -> Hashable | None:
             break
     else:
         try:
-            return (name, orjson.dumps(args, option=_ORJSON))
+            return (name, version, orjson.dumps(args, option=_ORJSON))
         except orjson.JSONEncodeError:
             pass  # a huge int or a str with a lone surrogate: key it by the walk
     walked = _typed(args, 0)
-    return None if walked is None else (name, walked)
+    return None if walked is None else (name, version, walked)
 
 
 def _typed(value: object, depth: int) -> Hashable | None:

@@ -7,7 +7,12 @@ failed and on which argument, never a message or a traceback.
   ``unknown_tool``, ``not_object`` or ``bad_contract``.
 - ``validate_result`` answers ``""`` or one of ``RESULT_CHECKS``.
 - ``call_tool`` prefixes them by stage: ``args:…``, ``result:…``, or
-  ``raised:<ExceptionClassName>`` when the body raised.
+  ``raised:<ExceptionClassName>`` when the body raised. Calls that touch the
+  world add ``auth:scope:<risk>`` and ``auth:approval`` (refused before the
+  body), ``write:no_key``, ``write:conflict``, ``write:in_progress`` and
+  ``write:store`` (the idempotency store), ``timeout`` (the body overran the
+  contract's ``timeout``) and ``upstream:<status>`` or ``upstream:connection``
+  (the body met a transport failure).
 - The agent graph adds its own, each of which ends a run: ``order:not_object``,
   ``model:no_tool_call``, ``model:raised:<ExceptionClassName>``,
   ``repair:none`` (no rule fixes the reason) and ``repair:repeat`` (the fixed
@@ -24,6 +29,7 @@ __all__ = [
     "ARG_REASONS",
     "RESULT_CHECKS",
     "STAGES",
+    "WRITE_REASONS",
     "Reason",
     "parse_reason",
 ]
@@ -46,7 +52,14 @@ ARG_REASONS = ("unknown_tool", "not_object", "bad_contract")
 #: Checks made on a returned value.
 RESULT_CHECKS = ("shape", "empty", "too_big", "range")
 #: Prefixes of ``call_tool``'s ``error``.
-STAGES = ("args", "result", "raised")
+STAGES = ("args", "result", "raised", "auth", "write", "timeout", "upstream")
+#: Reasons of the idempotency store, each refusing to run a write body.
+WRITE_REASONS = ("write:no_key", "write:conflict", "write:in_progress", "write:store")
+WRITE_NO_KEY, WRITE_CONFLICT, WRITE_IN_PROGRESS, WRITE_STORE = WRITE_REASONS
+AUTH_SCOPE = "auth:scope"  #: followed by ``:<risk>``, the level the caller's scope lacks
+AUTH_APPROVAL = "auth:approval"
+TIMEOUT = "timeout"
+UPSTREAM = "upstream"  #: followed by ``:<HTTP status>`` or ``:connection``
 
 UNKNOWN_TOOL, NOT_OBJECT, BAD_CONTRACT = ARG_REASONS
 

@@ -1,0 +1,127 @@
+"""Call records, digests and redaction: what may leave the gate about a call.
+
+A record says which call it was (request id, tool, a digest of the args with
+sensitive values taken out, the contract's hash) and how it went (ok, code,
+reason, latency, memo hit, replay), never a value. Records go to the
+``agtool.calls`` logger at INFO and, if the gate has one, to a sink such as
+``JsonLinesSink``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._contract import Spec, ToolContract
+from ._memo import cache_key
+
+__all__ = ["REDACTED", "CallRecord", "JsonLinesSink", "RecordSink", "args_digest",
+           "contract_hash", "redact_args", "redact_value"]
+
+#: What a sensitive value is replaced with.
+REDACTED = "[redacted]"
+
+records_log = logging.getLogger("agtool.calls")
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One gated call, as it may be logged: no argument or result values."""
+
+    request_id: str
+    tool: str
+    ok: bool
+    code: str  #: the model-facing code, ``""`` on success
+    reason: str  #: the gate's reason, ``""`` on success
+    latency_ms: float
+    memo_hit: bool  #: answered from the memo, body not run
+    replayed: bool  #: a write answered from the idempotency store, body not run
+    args_digest: str  #: sha256 of the canonical args, sensitive values redacted first
+    contract_hash: str  #: ``""`` for a tool with no valid contract
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+RecordSink = Callable[[CallRecord], None]
+
+
+class JsonLinesSink:
+    """A record sink appending one JSON object per line to ``path`` (thread-safe)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._lock = threading.Lock()
+
+    def __call__(self, record: CallRecord) -> None:
+        line = json.dumps(record.as_dict(), ensure_ascii=False, sort_keys=True) + "\n"
+        with self._lock, open(self.path, "a", encoding="utf-8") as out:
+            out.write(line)
+
+
+def digest(value: object) -> str:
+    """A sha256 of a value's canonical form: key order does not matter, types do."""
+    key = cache_key("", value if isinstance(value, dict) else {"": value})
+    text = repr(key) if key is not None else "repr:" + repr(value)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def args_digest(contract: ToolContract | None, args: object) -> str:
+    """The digest a record may carry: taken after the sensitive values are redacted."""
+    return digest(redact_args(contract, args))
+
+
+def redact_args(contract: ToolContract | None, args: object) -> object:
+    """``args`` with every argument the contract marks sensitive (at any depth) replaced."""
+    if contract is None or not isinstance(args, dict):
+        return args
+    return _redact_keys(contract.args, args)
+
+
+def redact_value(contract: ToolContract, value: object) -> object:
+    """A returned value with every key the return contract marks sensitive replaced."""
+    return _redact_keys(contract.returns, value) if isinstance(value, dict) else value
+
+
+def _redact_keys(specs: Mapping[str, Spec], value: dict[Any, Any]) -> dict[Any, Any]:
+    return {key: _redact(specs[key], item) if key in specs else item
+            for key, item in value.items()}
+
+
+def _redact(spec: Spec, value: object) -> object:
+    if spec.sensitive:
+        return REDACTED
+    item = spec.item
+    if item is None or not isinstance(value, list):
+        return value
+    if isinstance(item, Spec):
+        return [_redact(item, element) for element in value]
+    return [_redact_keys(item, element) if isinstance(element, dict) else element
+            for element in value]
+
+
+def contract_hash(contract: ToolContract) -> str:
+    """A short sha256 of everything the contract declares, the body's qualified name included.
+
+    Part of every memo key and every record: a changed contract never answers
+    from what the old one remembered, and a record says which contract ran.
+    """
+    fields = {field.name: getattr(contract, field.name)
+              for field in dataclasses.fields(contract) if field.name != "fn"}
+    fn = contract.fn
+    fields["fn"] = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn))}"
+    text = json.dumps(fields, sort_keys=True, default=_spec_json)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _spec_json(value: object) -> object:
+    if isinstance(value, Spec):
+        return dataclasses.asdict(value)
+    return repr(value)
