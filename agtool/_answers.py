@@ -38,7 +38,9 @@ CODES = (
     "IN_PROGRESS",  # the same write is running elsewhere
     "INTERNAL",  # the tool or its caller is broken; nothing the model can do
 )
-#: Codes worth repeating the same call for, after a pause.
+#: Codes that are always worth repeating the same call for, after a pause. Other
+#: errors may be too (an upstream 5xx is ``UPSTREAM_ERROR``): read ``retryable``,
+#: which ``is_retryable`` decides per reason, not the code.
 RETRYABLE_CODES = frozenset({"TIMEOUT", "RATE_LIMITED", "IN_PROGRESS"})
 #: How much of an upstream's answer ``details.raw_excerpt`` keeps.
 EXCERPT_CHARS = 200
@@ -110,41 +112,56 @@ def model_error(reason: str, contract: ToolContract | None, args: object,
     }
 
 
-def _show(value: object) -> str:
-    text = value if type(value) is str else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+def _show(value: object, limit: int = 40) -> str:
+    """A value as a model may read it back: cut short, and never raising."""
+    try:
+        text = value if type(value) is str else repr(value)
+    except Exception:  # an int too long to print, an object whose repr is broken
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _listed(values: Any) -> str:
     return ", ".join(_show(value) for value in values)
 
 
+def _count(number: int | None, spec: Spec) -> str:
+    noun = "character" if spec.type == "str" else "item"
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
+#: ``check -> the rule as words``; the contract's bounds of the same kind go in the field too.
 _RULES: dict[str, Callable[[Spec], str]] = {
-    "type": lambda spec: f"must be of type {spec.type}",
     "min": lambda spec: f"must be at least {spec.min}",
     "max": lambda spec: f"must be at most {spec.max}",
-    "min_len": lambda spec: f"must have at least {spec.min_len} "
-                            + ("characters" if spec.type == "str" else "items"),
-    "max_len": lambda spec: f"must have at most {spec.max_len} "
-                            + ("characters" if spec.type == "str" else "items"),
-    "pattern": lambda spec: f"must match {spec.pattern}",
-    "echo": lambda spec: "must repeat the value you were given, unchanged",
+    "min_len": lambda spec: f"must have at least {_count(spec.min_len, spec)}",
+    "max_len": lambda spec: f"must have at most {_count(spec.max_len, spec)}",
+    "pattern": lambda spec: f"must match {_show(spec.pattern, 60)}",
 }
+_BOUNDS = {"min": ("min", "max"), "max": ("min", "max"), "min_len": ("min_len", "max_len"),
+           "max_len": ("min_len", "max_len"), "pattern": ("pattern",)}
 
 
 def _field_issue(contract: ToolContract | None, args: object, check: str,
                  arg: str) -> dict[str, Any]:
     spec = contract.args.get(arg) if contract is not None else None
+    present = isinstance(args, dict) and arg in args
     given = args.get(arg) if isinstance(args, dict) else None
-    shown = "[redacted]" if spec is not None and spec.sensitive else _show(given)
-    issue: dict[str, Any] = {"path": arg, "rule": check}
-    if check == "missing":
+    shown = "[redacted]" if spec is not None and _holds_sensitive(spec) else _show(given)
+    issue: dict[str, Any] = {"path": _show(arg, 100), "rule": check}
+    if spec is not None and present and check in ("missing", "unexpected"):
+        # The argument is there and known: the key missing or unexpected is inside an item.
+        issue["issue"] = ("has an item with a missing key" if check == "missing"
+                          else "has an item with an unexpected key")
+    elif check == "missing":
         issue["issue"] = "is required"
     elif check == "unexpected":
         known = _listed(contract.args) if contract is not None else ""
         issue["issue"] = "is not an argument" + (f"; arguments: {known}" if known else "")
     elif spec is None:
         issue["issue"] = f"breaks its {check} rule"
+    elif check == "echo":
+        issue["issue"] = "must repeat the value you were given, unchanged"
     elif check == "allowed" and spec.allowed is not None:
         issue["issue"] = f"must be one of {_listed(spec.allowed)}; got {shown}"
         issue["allowed"] = list(spec.allowed)
@@ -153,11 +170,20 @@ def _field_issue(contract: ToolContract | None, args: object, check: str,
         issue["type"] = spec.type
     elif check in _RULES and not _is_item_defect(spec, check, given):
         issue["issue"] = f"{_RULES[check](spec)}; got {shown}"
-        issue.update({key: value for key, value in (("min", spec.min), ("max", spec.max))
-                      if check in ("min", "max") and value is not None})
+        issue.update({key: getattr(spec, key) for key in _BOUNDS[check]
+                      if getattr(spec, key) is not None})
     else:
         issue["issue"] = f"has an item that breaks its {check} rule"
     return issue
+
+
+def _holds_sensitive(spec: Spec) -> bool:
+    item = spec.item
+    if spec.sensitive:
+        return True
+    if isinstance(item, Spec):
+        return _holds_sensitive(item)
+    return isinstance(item, dict) and any(_holds_sensitive(inner) for inner in item.values())
 
 
 def _is_item_defect(spec: Spec, check: str, given: object) -> bool:
@@ -176,7 +202,7 @@ def _is_item_defect(spec: Spec, check: str, given: object) -> bool:
 def _message(reason: str, contract: ToolContract | None, fields: list[dict[str, Any]]) -> str:
     stage, check, arg = parse_reason(reason)
     if fields:
-        return f"{arg} {fields[0]['issue']}"
+        return f"{fields[0]['path']} {fields[0]['issue']}"
     tool = contract.name if contract is not None else "the tool"
     if stage == "args":
         return {"unknown_tool": "no such tool; choose one of the tools you were given",
@@ -191,7 +217,8 @@ def _message(reason: str, contract: ToolContract | None, fields: list[dict[str, 
             return f"this caller may not use {arg} tools such as {tool}"
         return f"{tool} needs an approval of these exact arguments before it runs"
     if stage == "write":
-        return {"no_key": f"{tool} writes: the caller must give a run id and step id",
+        return {"no_key": f"{tool} writes: the caller must give a run id, a step id and "
+                          "arguments that can be keyed",
                 "conflict": "this idempotency key was already used with other arguments",
                 "in_progress": "the same write is running elsewhere; try again shortly",
                 }.get(check, "the idempotency store is unavailable; try again shortly")
@@ -218,17 +245,17 @@ def transport_failure(exc: BaseException) -> tuple[str, dict[str, Any]] | None:
     """
     if isinstance(exc, ConnectionError):
         return "upstream:connection", {}
-    response = getattr(exc, "response", None)
+    response = _attribute(exc, "response")
     status = _status_of(exc) or _status_of(response)
     if status is None:
         return None
     details: dict[str, Any] = {"status": status}
-    body = exc.body if isinstance(exc, UpstreamError) else getattr(response, "text", "")
+    body = exc.body if isinstance(exc, UpstreamError) else _attribute(response, "text")
     if isinstance(body, str) and body:
         details["raw_excerpt"] = _SPACE.sub(" ", body).strip()[:EXCERPT_CHARS]
     retry_after = exc.retry_after if isinstance(exc, UpstreamError) else _header_retry(response)
-    if retry_after is not None:
-        details["retry_after_ms"] = round(retry_after * 1000)
+    if type(retry_after) in (int, float) and 0 <= retry_after < 86400:  # type: ignore[operator]
+        details["retry_after_ms"] = round(retry_after * 1000)  # type: ignore[operator]
     return f"upstream:{status}", details
 
 
@@ -249,8 +276,7 @@ def _attribute(thing: object, name: str) -> object:
 
 def _header_retry(response: object) -> float | None:
     try:
-        value = response.headers.get("retry-after")  # type: ignore[attr-defined]
-        seconds = float(value)
+        headers = response.headers  # type: ignore[attr-defined]
+        return float(headers.get("retry-after") or headers.get("Retry-After"))
     except Exception:  # no headers, no such header, or an HTTP date: no hint
         return None
-    return seconds if 0 <= seconds < 86400 else None

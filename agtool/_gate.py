@@ -389,11 +389,12 @@ class Gate:
 
     def _write(self, found: _Compiled, args: dict[str, Any], run_id: object,
                step_id: object) -> _Done:
-        if not isinstance(run_id, str) or not run_id or not isinstance(step_id, str) or not step_id:
-            return _failed(WRITE_NO_KEY)
+        exact = digest(args)
         key = _write_key(found, args, run_id, step_id)
+        if key is None or not exact:
+            return _failed(WRITE_NO_KEY)
         try:
-            claim = self._claim(key, found.contract.name, digest(args))
+            claim = self._claim(key, found.contract.name, exact)
         except Exception:
             _log.exception("idempotency store failed to claim %r", key)
             return _failed(WRITE_STORE)
@@ -507,7 +508,10 @@ def _run(found: _Compiled, args: Any) -> tuple[Envelope, dict[str, Any] | None, 
     except Exception as exc:
         counts.raised += 1
         _log.debug("tool %r raised %s", found.contract.name, type(exc).__name__, exc_info=True)
-        upstream = transport_failure(exc)
+        try:
+            upstream = transport_failure(exc)
+        except Exception:  # an exception too odd to read is a plain raise
+            upstream = None
         if upstream is not None:
             return {"ok": False, "value": None, "error": upstream[0]}, upstream[1], False
         reason = TIMEOUT if isinstance(exc, TimeoutError) else "raised:" + type(exc).__name__
@@ -553,12 +557,16 @@ def _plan(found: _Compiled, args: Any) -> dict[str, Any]:
 
 def _approved(name: str, args: object, approvals: Iterable[Approval]) -> bool:
     exact = digest(args)
-    return any(isinstance(approval, Approval) and approval.tool == name
-               and approval.args_digest == exact for approval in approvals)
+    return bool(exact) and any(isinstance(approval, Approval) and approval.tool == name
+                               and approval.args_digest == exact for approval in approvals)
 
 
-def _write_key(found: _Compiled, args: dict[str, Any], run_id: str, step_id: str) -> str:
+def _write_key(found: _Compiled, args: dict[str, Any], run_id: object,
+               step_id: object) -> str | None:
+    """The idempotency key, or ``None`` without a run id and step id or a business key."""
+    if not isinstance(run_id, str) or not run_id or not isinstance(step_id, str) or not step_id:
+        return None
     key_args = found.contract.key_args
-    business = {arg: args[arg] for arg in key_args} if key_args else args
+    business = digest({arg: args[arg] for arg in key_args} if key_args else args)
     # A JSON list, so that colons inside a run id cannot make two keys alike.
-    return json.dumps([run_id, step_id, found.contract.name, digest(business)[:32]])
+    return json.dumps([run_id, step_id, found.contract.name, business[:32]]) if business else None

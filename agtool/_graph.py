@@ -11,8 +11,8 @@ streamed, embedded as subgraphs and drawn with ``get_graph().draw_mermaid()``::
     build_graph():  START -> pick -> fetch -> reply -> END
                                |      |  ^
                                |      v  |
-                               |     repair        (a repairable reason, attempts left)
-                               |      |
+                               |  repair | retry    (a repairable | retryable reason,
+                               |      |              attempts left)
                                +------+-> giveup -> END
 
 ``pick`` chooses the tool and arguments: by rule by default, or by asking a
@@ -25,8 +25,16 @@ gate. Every failure appends a reason to ``errors``: the gate's reasons
 - ``repair:none``: no rule fixes the last reason for this call.
 - ``repair:repeat``: the fixed call was already made in this run.
 
-An agent reason always ends the run; ``repair`` runs at most
-``MAX_ATTEMPTS - 1`` times, so ``attempts <= MAX_ATTEMPTS`` whatever the order.
+An agent reason always ends the run; ``repair`` and ``retry`` run at most
+``MAX_ATTEMPTS - 1`` times between them, so ``attempts <= MAX_ATTEMPTS``
+whatever the order. ``retry`` repeats the same call, with the same idempotency
+key, only when the gate's reason is retryable (``is_retryable``: a timeout, a
+rate limit, an upstream 5xx); an argument error is repaired or ends the run,
+never repeated as it was.
+
+The caller's authority comes in with the order, never from the model: invoke
+with ``{"order": …, "scope": [...], "approvals": [...], "run_id": "…"}``; a
+run without ``run_id`` gets a fresh one, which keys its writes.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ import json
 import logging
 import math
 import operator
+import time
+import uuid
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Annotated, Any, Protocol, TypedDict, TypeVar
 
@@ -53,8 +63,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 
+from ._answers import is_retryable
 from ._contract import ToolContract, check_table
-from ._gate import Gate
+from ._gate import Approval, Gate
 from ._jsonschema import tool_spec as export_spec
 from ._memo import cache_key
 from ._reasons import (
@@ -76,12 +87,15 @@ __all__ = [
     "DEFAULT_TOOL",
     "FALLBACK_REGION",
     "MAX_ATTEMPTS",
+    "MAX_RETRY_WAIT",
     "MODEL_NO_TOOL_CALL",
     "MODEL_RAISED",
     "ORDER_NOT_OBJECT",
     "REPAIRS",
     "REPAIR_NONE",
     "REPAIR_REPEAT",
+    "RETRY_BACKOFF",
+    "STEP_ID",
     "SUCCESSORS",
     "Call",
     "Fix",
@@ -98,6 +112,7 @@ __all__ = [
     "pick",
     "repair",
     "reply",
+    "retry",
     "run_naive",
     "tool_specs",
 ]
@@ -112,6 +127,13 @@ FALLBACK_REGION = "seoul"
 DEFAULT_TOOL = "stock_lookup"
 #: Tool -> the tool that replaces it when its result is ``too_big``.
 SUCCESSORS: dict[str, str] = {"legacy_stock": "stock_lookup"}
+#: Seconds ``retry`` waits before its first repeat, doubled for each one after.
+RETRY_BACKOFF = 0.05
+#: The longest ``retry`` waits, whatever an upstream's ``retry_after`` asks.
+MAX_RETRY_WAIT = 2.0
+#: The step id of the graph's one tool call: with the run id and the business key it makes
+#: the idempotency key, the same for every retry of the call.
+STEP_ID = "call"
 
 
 
@@ -149,6 +171,11 @@ class State(TypedDict, total=False):
     calls: Annotated[list[Call], operator.add]  #: every call handed to the gate
     attempts: Annotated[int, operator.add]  #: gate calls made
     fixes: Annotated[list[Fix], operator.add]  #: what each repair changed
+    retries: Annotated[int, operator.add]  #: calls repeated unchanged on a retryable reason
+    scope: list[str]  #: the risk levels the caller may use (default: the gate's)
+    approvals: list[Approval]  #: the caller's approvals of exact calls
+    run_id: str  #: keys the run's writes; a fresh one when not given
+    tool_reply: dict[str, Any]  #: the gate's last answer, in the form handed to a model
 
 
 class ModelState(State, total=False):
@@ -230,7 +257,12 @@ def pick(state: State) -> Update:
     if fields is None:
         return {"errors": [ORDER_NOT_OBJECT]}
     tool = fields.pop("tool", None)
-    return {"tool": DEFAULT_TOOL if tool is None else tool, "args": fields}
+    return {"tool": DEFAULT_TOOL if tool is None else tool, "args": fields, **_run_id(state)}
+
+
+def _run_id(state: State) -> Update:
+    """A fresh run id when the caller gave none, so that the run's writes are keyed."""
+    return {} if state.get("run_id") else {"run_id": uuid.uuid4().hex}
 
 
 # --- fetch -----------------------------------------------------------------------------------
@@ -256,19 +288,24 @@ def _make_fetch(gate: Gate | None) -> Node:
         """Call the gate once with the chosen tool and args; never raises.
 
         Appends the call to ``calls``, any reason to ``errors``, adds 1 to
-        ``attempts``. The order's values of echo arguments are what the
-        chosen args must repeat.
+        ``attempts``, and keeps the gate's answer in ``tool_reply`` (with
+        sensitive values redacted). The order's values of echo arguments are
+        what the chosen args must repeat; the state's scope, approvals and run
+        id are the caller's authority and the idempotency key's run.
         """
         call: Call = {"tool": state.get("tool"), "args": state.get("args")}
         current = _gate_or_reference(gate)
         echo = _echo_values(current, call["tool"], state.get("order"))
-        envelope = current.call_tool(call["tool"], call["args"], echo)
-        update: Update = {"calls": [call], "attempts": 1, "ok": envelope["ok"]}
-        if envelope["ok"]:
-            update["rows"] = _rows_of(envelope["value"])
+        answer = current.call_for_model(
+            call["tool"], call["args"], echo, scope=state.get("scope"),
+            run_id=state.get("run_id"), step_id=STEP_ID, approvals=state.get("approvals") or ())
+        update: Update = {"calls": [call], "attempts": 1, "ok": answer["ok"],
+                          "tool_reply": answer}
+        if answer["ok"]:
+            update["rows"] = _rows_of(answer["data"])
         else:
             update["rows"] = []
-            update["errors"] = [envelope["error"]]
+            update["errors"] = [answer["error"]["details"]["reason"]]
         return update
 
     return fetch
@@ -471,6 +508,24 @@ def _make_repair(gate: Gate | None) -> Node:
 repair = _make_repair(None)
 
 
+# --- retry -----------------------------------------------------------------------------------
+
+
+def retry(state: State) -> Update:
+    """Wait, then send the same call back to ``fetch``: same args, same idempotency key.
+
+    Entered only for a retryable reason. The wait doubles from ``RETRY_BACKOFF``
+    with each retry, or is the upstream's ``retry_after``, never more than
+    ``MAX_RETRY_WAIT``.
+    """
+    details = (state.get("tool_reply") or {}).get("error", {}).get("details", {})
+    asked = details.get("retry_after_ms")
+    wait = (asked / 1000 if type(asked) is int and asked >= 0
+            else RETRY_BACKOFF * 2 ** state.get("retries", 0))
+    time.sleep(min(wait, MAX_RETRY_WAIT))
+    return {"retries": 1}
+
+
 # --- routing ---------------------------------------------------------------------------------
 
 
@@ -495,10 +550,12 @@ def _after_fetch(repairable: Callable[[str], bool]) -> Callable[[State], str]:
     def route(state: State) -> str:
         if state.get("ok"):
             return "reply"
-        # ``<`` so that the fetch after this repair is at most attempt MAX_ATTEMPTS.
-        if state.get("attempts", 0) < MAX_ATTEMPTS and repairable(_last_error(state)):
-            return "repair"
-        return "giveup"
+        # ``<`` so that the fetch after this repair or retry is at most attempt MAX_ATTEMPTS.
+        if state.get("attempts", 0) >= MAX_ATTEMPTS:
+            return "giveup"
+        if is_retryable(_last_error(state)):
+            return "retry"
+        return "repair" if repairable(_last_error(state)) else "giveup"
 
     return route
 
@@ -534,7 +591,8 @@ def build_naive(*, gate: Gate | None = None) -> AgentGraph:
 
 
 def build_graph(model: BaseChatModel | None = None, *, gate: Gate | None = None) -> AgentGraph:
-    """The repairing graph: on a repairable reason with attempts left, ``repair`` then ``fetch``.
+    """The repairing graph: with attempts left, ``retry`` a retryable reason, ``repair`` a
+    repairable one, then ``fetch`` again.
 
     Without ``model``, ``pick`` and ``repair`` are rules (``pick``, ``REPAIRS``)
     over ``State``. With ``model`` (a chat model supporting ``bind_tools``), the
@@ -557,8 +615,11 @@ def build_graph(model: BaseChatModel | None = None, *, gate: Gate | None = None)
 def _with_repair(graph: StateGraph[S], repair_node: NodeOf[S],
                  repairable: Callable[[str], bool], name: str) -> AgentGraph:
     graph.add_node("repair", repair_node)
-    graph.add_conditional_edges("fetch", _after_fetch(repairable), ["reply", "repair", "giveup"])
+    graph.add_node("retry", retry)
+    graph.add_conditional_edges("fetch", _after_fetch(repairable),
+                                ["reply", "repair", "retry", "giveup"])
     graph.add_conditional_edges("repair", _after_repair, ["fetch", "giveup"])
+    graph.add_edge("retry", "fetch")
     return graph.compile(name=name)
 
 
@@ -664,8 +725,8 @@ def _model_can_repair(reason: str) -> bool:
 
 
 def _hints(reason: str, gate: Gate, tool: object) -> dict[str, Any]:
-    """What the model needs to fix ``reason``, read from the contract."""
-    stage, check, arg = parse_reason(reason)
+    """The names the model needs to fix ``reason``: the tools, or the tool's arguments."""
+    stage, check, _ = parse_reason(reason)
     if (stage, check) in (("args", UNKNOWN_TOOL), ("result", TOO_BIG)):
         return {"tools": list(gate.table)}
     contract = gate.contract(tool) if isinstance(tool, str) else None
@@ -673,22 +734,21 @@ def _hints(reason: str, gate: Gate, tool: object) -> dict[str, Any]:
         return {}
     if check in ("missing", "unexpected"):
         return {"arguments": list(contract.args)}
-    spec = contract.args.get(arg)
-    if spec is None:
-        return {}
-    if check == "allowed" and spec.allowed is not None:
-        return {"allowed": list(spec.allowed)}
-    if check in ("min", "max"):
-        return {key: value for key, value in (("min", spec.min), ("max", spec.max))
-                if value is not None}
-    return {"type": spec.type} if check == "type" else {}
+    return {}  # the allowed values and bounds are in ``details.fields``
 
 
-def _error_reply(reason: str, gate: Gate, failed: AIMessage) -> list[BaseMessage]:
-    """The tool messages answering every call of ``failed``: the reason for the first."""
+def _error_reply(reason: str, answer: Mapping[str, Any], gate: Gate,
+                 failed: AIMessage) -> list[BaseMessage]:
+    """The tool messages answering every call of ``failed``: the gate's answer for the first.
+
+    The answer is the structured error (code, retryable, message, details);
+    ``details`` gains the tool or argument names when the reason asks for them.
+    """
     first, *others = failed.tool_calls
-    content = json.dumps({"error": reason, **_hints(reason, gate, first["name"])},
-                         ensure_ascii=False, default=repr)
+    error = dict(answer.get("error") or {})
+    error["details"] = {**error.get("details", {"reason": reason}),
+                        **_hints(reason, gate, first["name"])}
+    content = json.dumps({**answer, "error": error}, ensure_ascii=False, default=repr)
     replies: list[BaseMessage] = [ToolMessage(content, tool_call_id=first["id"] or "",
                                               name=first["name"], status="error")]
     # Chat APIs want every tool call answered, even those not run.
@@ -712,7 +772,8 @@ def _make_model_repair(model: ToolModel, gate: Gate | None) -> ModelNode:
         failed = _last_tool_request(history)
         if not errors or not tried or failed is None:
             return {"errors": [REPAIR_NONE]}
-        update = _ask(model, history, _error_reply(errors[-1], _gate_or_reference(gate), failed))
+        update = _ask(model, history, _error_reply(errors[-1], state.get("tool_reply") or {},
+                                                   _gate_or_reference(gate), failed))
         if "errors" in update:
             return update
         fixed: Call = {"tool": update.pop("tool"), "args": update.pop("args")}

@@ -19,9 +19,11 @@ import inspect
 import math
 import reprlib
 from collections.abc import Callable, Mapping
+from itertools import count
 from typing import Any
 
-from ._contract import Spec, check_table
+from ._answers import is_retryable
+from ._contract import RISKS, Spec, ToolContract, check_table
 from ._gate import Envelope, Gate, ToolStats
 from ._reasons import ARG_CHECKS, ARG_REASONS, RESULT_CHECKS, Reason, parse_reason
 
@@ -39,10 +41,14 @@ __all__ = [
     "instrument",
     "same_value",
     "show",
+    "writes",
 ]
 
 ENVELOPE_KEYS = frozenset({"ok", "value", "error"})
 Table = Mapping[str, Mapping[str, Any]]
+#: The run id of every harness call; each call is its own step unless a check says otherwise.
+HARNESS_RUN = "agtool-harness"
+_steps = count(1)
 
 
 class _Real:
@@ -106,13 +112,21 @@ def instrument(table: Table, names: list[str] | None = None, *, stub: bool = Fal
 
     ``names`` keeps only those tools (one-tool gates are cheaper to build);
     ``stub`` makes every body a stub returning ``None`` until its ``value`` is
-    set. The caller's table is validated (``ContractError``) and not changed.
+    set. Write tools are always stubbed: the harness never acts on the world.
+    The gate may use every risk level (authority has its own tests). The
+    caller's table is validated (``ContractError``) and not changed.
     """
     contracts = check_table(table)
     chosen = list(contracts) if names is None else names
-    copied = {name: {**table[name], "fn": Body(name, None if stub else contracts[name].fn)}
+    copied = {name: {**table[name], "fn": Body(name, None if stub or writes(contracts[name])
+                                                  else contracts[name].fn)}
               for name in chosen}
-    return Gate(copied)
+    return Gate(copied, scope=RISKS)
+
+
+def writes(contract: ToolContract) -> bool:
+    """Whether the harness must stub this tool: it writes to the world."""
+    return contract.effect == "write"
 
 
 def body_of(gate: Gate, name: str) -> Body:
@@ -148,9 +162,17 @@ def _delta(before: ToolStats, after: ToolStats) -> ToolStats:
 
 
 def _call(gate: Gate, name: object, args: object,
-          echo: Mapping[str, Any] | None = None) -> Envelope:
+          echo: Mapping[str, Any] | None = None, step_id: str | None = None) -> Envelope:
+    """``call_tool`` as a trusted caller: every scope, an approval of these args, a run id.
+
+    Each call is its own step unless ``step_id`` is given, so a write runs
+    unless the same step repeats it.
+    """
+    approvals = ([gate.approve(name, args)] if isinstance(name, str) and isinstance(args, dict)
+                 else [])
     try:
-        envelope = gate.call_tool(name, args, echo)
+        envelope = gate.call_tool(name, args, echo, run_id=HARNESS_RUN,
+                                  step_id=step_id or f"step-{next(_steps)}", approvals=approvals)
     except Exception as exc:
         raise AssertionError(f"call_tool({show(name)}, {show(args)}) raised "
                              f"{type(exc).__name__}: {exc}; the gate must never raise") from exc
@@ -261,8 +283,14 @@ def check_memo(gate: Gate, name: str, args: dict[str, Any], reordered_args: dict
     on its result (or whose body raised) is not remembered: its repeat runs
     the body again. ``other_args`` then runs the body again unless it is the
     same call. The memo is cleared first. Returns the first envelope.
+
+    For a write tool the promise is the idempotency key's instead: see
+    ``_check_once_per_key``.
     """
     gate.clear()
+    contract = gate.contract(name)
+    if contract is not None and writes(contract):
+        return _check_once_per_key(gate, name, args, reordered_args, other_args)
     body = body_of(gate, name)
     what = f"{name}({show(args)})"
     assert gate.validate_args(name, args, echo_of(gate, name, args)) == "", (
@@ -300,6 +328,57 @@ def check_memo(gate: Gate, name: str, args: dict[str, Any], reordered_args: dict
     assert ran == expected_runs, (
         f"{name}({show(other_args)}) after {what} ran the body {ran} time(s), "
         f"expected {expected_runs}")
+    return first
+
+
+def _check_once_per_key(gate: Gate, name: str, args: dict[str, Any],
+                        reordered_args: dict[str, Any], other_args: dict[str, Any]) -> Envelope:
+    """A write runs once per idempotency key and is never memoized.
+
+    Repeats of the same step, keys in any order, answer the first outcome
+    without a body run (unless it was retryable, which frees the key);
+    ``other_args`` in the same step is a new write if its business key
+    differs, the same outcome if it is the same call, else ``write:conflict``.
+    """
+    step = f"memo-{next(_steps)}"
+    what = f"{name}({show(args)}) in step {step}"
+    runs = _Runs(gate, name)
+    first = _call(gate, name, args, echo_of(gate, name, args), step)
+    ran, _ = runs.since(what)
+    assert ran == 1, f"the first write {what} ran the body {ran} time(s), expected once"
+    kept = first["ok"] or not is_retryable(first["error"])
+    for repeat in (reordered_args, args):
+        runs = _Runs(gate, name)
+        again = _call(gate, name, repeat, echo_of(gate, name, repeat), step)
+        ran, stats = runs.since(f"the repeat {name}({show(repeat)})")
+        if kept:
+            assert ran == 0, (f"the repeat {name}({show(repeat)}) of the write {what} ran the "
+                              f"body {ran} time(s): a write must run once per idempotency key")
+            assert _delta(runs.stats, stats) == ToolStats(replayed=1), (
+                f"the repeat {name}({show(repeat)}) was not counted as one replay")
+            assert same_value(again, first), (
+                f"the repeat {name}({show(repeat)}) answered {show(again)}, the first write "
+                f"{show(first)}")
+        else:
+            assert ran == 1, (f"{what} failed with the retryable {first['error']!r}, yet its "
+                              f"retry ran the body {ran} time(s): the key was not freed")
+    runs = _Runs(gate, name)
+    other = _call(gate, name, other_args, echo_of(gate, name, other_args), step)
+    ran, _ = runs.since(f"{name}({show(other_args)}) in step {step}")
+    same_key = gate.idempotency_key(name, other_args, HARNESS_RUN, step) == \
+        gate.idempotency_key(name, args, HARNESS_RUN, step)
+    if not same_key or not kept:
+        assert ran == 1, (f"{name}({show(other_args)}) in step {step} is a new write, yet it "
+                          f"ran the body {ran} time(s)")
+    else:
+        expected = first if same_value(other_args, args) else {
+            "ok": False, "value": None, "error": "write:conflict"}
+        assert ran == 0, (f"{name}({show(other_args)}) reuses the idempotency key of {what} "
+                          f"but ran the body {ran} time(s)")
+        assert same_value(other, expected), (
+            f"{name}({show(other_args)}) reuses the idempotency key of {what}: answered "
+            f"{show(other)}, expected {show(expected)}")
+    assert not gate.cache, f"a write of {name!r} was memoized"
     return first
 
 
@@ -371,10 +450,10 @@ def check_envelope(gate: Gate, name: Any, args: Any,
         assert ran == 1, f"{what} refused a result after {ran} body runs"
     else:
         unknown = f"{what} answered {envelope['error']!r}, which is no reason the gate gives"
-        assert stage == "raised", unknown
-        assert check.isidentifier(), unknown
+        assert stage in ("raised", "upstream", "timeout"), unknown
+        assert stage == "timeout" or check.isidentifier() or check.isdigit(), unknown
         assert not arg, unknown
-        assert ran == 1, f"{what} says the body raised after {ran} body runs"
+        assert ran == 1, f"{what} says the body failed after {ran} body runs"
     return envelope
 
 

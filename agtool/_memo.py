@@ -65,6 +65,9 @@ def _typed(value: object, depth: int) -> Hashable | None:
     if depth > MAX_DEPTH:
         return None
     kind = type(value)
+    if kind is int:
+        # hex, not repr: Python refuses to print an int of more than 4300 decimal digits.
+        return ("int", hex(value))  # type: ignore[arg-type]
     if kind in _JSON_SCALARS or kind is float:
         # repr tells -0.0 from 0.0 and NaN from anything; the type name tells 1 from True.
         return (kind.__name__, repr(value))

@@ -67,10 +67,17 @@ class JsonLinesSink:
 
 
 def digest(value: object) -> str:
-    """A sha256 of a value's canonical form: key order does not matter, types do."""
+    """A sha256 of a value's canonical form: key order does not matter, types do.
+
+    ``""`` for a value that cannot be written down (its own ``repr`` raises):
+    such a digest matches no approval and keys no write.
+    """
     key = cache_key("", value if isinstance(value, dict) else {"": value})
-    text = repr(key) if key is not None else "repr:" + repr(value)
-    return hashlib.sha256(text.encode()).hexdigest()
+    try:
+        text = repr(key) if key is not None else "repr:" + repr(value)
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    except Exception:
+        return ""
 
 
 def args_digest(contract: ToolContract | None, args: object) -> str:

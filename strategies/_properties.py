@@ -27,6 +27,7 @@ from agtool._harness import (
     check_refused,
     check_returns,
     instrument,
+    writes,
 )
 
 from ._args import (
@@ -76,8 +77,9 @@ def property_cases(prop: str, table: Table, name: str, *, stub_bodies: bool = Fa
     """What ``prop`` is run over for ``name``, each run separately so every one runs each time.
 
     ``refused``: every defect site; ``bad_result``: every result kind the
-    return contract can break; ``returns``: nothing with stubbed bodies
-    (there is no body of the tool's own to check); otherwise one run.
+    return contract can break; ``returns``: nothing with stubbed bodies or
+    for a write tool (there is no body of the tool's own to check, and the
+    harness never acts on the world); otherwise one run.
     """
     _check_prop(prop)
     if prop == "refused":
@@ -85,7 +87,7 @@ def property_cases(prop: str, table: Table, name: str, *, stub_bodies: bool = Fa
     if prop == "bad_result":
         kinds = {site.kind for site in result_sites(table, name)}
         return [kind for kind in RESULT_CHECKS if kind in kinds]
-    if prop == "returns" and stub_bodies:
+    if prop == "returns" and _stubbed(table, name, stub_bodies):
         return []
     return [None]
 
@@ -168,6 +170,15 @@ def run_property(prop: str, table: Table, name: str, settings: Settings | None =
 
 # --- the properties -------------------------------------------------------------------------------
 
+
+def _stubbed(table: Table, name: object, stub_bodies: bool) -> bool:
+    """Whether ``instrument`` stubs this tool's body: asked for, or a write tool."""
+    if stub_bodies:
+        return True
+    contracts = check_table(table)
+    return isinstance(name, str) and name in contracts and writes(contracts[name])
+
+
 Check = Callable[[Any], None]
 Built = tuple[st.SearchStrategy[Any], Check]
 
@@ -190,7 +201,7 @@ def _memo_calls(draw: st.DrawFn, table: Table, name: str, stub_bodies: bool
     args = draw(valid_args(table, name))
     reordered = draw(permuted(args))
     other = draw(valid_args(table, name))
-    value = draw(valid_results(table, name)) if stub_bodies else None
+    value = draw(valid_results(table, name)) if _stubbed(table, name, stub_bodies) else None
     return args, reordered, other, value
 
 
@@ -198,7 +209,7 @@ def _memo(table: Table, name: str, case: Case, stub_bodies: bool) -> Built:
     def check(drawn: Any) -> None:
         args, reordered, other, value = drawn
         gate = instrument(table, [name], stub=stub_bodies)
-        if stub_bodies:
+        if _stubbed(table, name, stub_bodies):
             body_of(gate, name).value = value
         first = check_memo(gate, name, args, reordered, other)
         event("memo: first call " + ("answered" if first["ok"] else first["error"]))
@@ -224,7 +235,7 @@ def _envelope_calls(draw: st.DrawFn, table: Table, stub_bodies: bool
     name, args = draw(any_calls(table))
     value = echo = None
     known = isinstance(name, str) and name in table
-    if stub_bodies and known:
+    if known and _stubbed(table, name, stub_bodies):
         value = draw(valid_results(table, name))
     if known and type(args) is dict and draw(st.booleans()):
         echo = echo_values(check_table(table)[name].args, args)  # a faithful copier
@@ -237,7 +248,7 @@ def _envelope(table: Table, name: str, case: Case, stub_bodies: bool) -> Built:
     def check(drawn: Any) -> None:
         called, args, value, echo = drawn
         gate = instrument(table, stub=stub_bodies)
-        if stub_bodies and isinstance(called, str) and called in table:
+        if isinstance(called, str) and called in table and _stubbed(table, called, stub_bodies):
             body_of(gate, called).value = value
         envelope = check_envelope(gate, called, args, echo)
         stage, check_name, _ = parse_reason(envelope["error"])

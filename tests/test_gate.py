@@ -12,6 +12,7 @@ import enum
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from agtool import (
     Gate,
     Reason,
     ToolStats,
+    UpstreamError,
     parse_reason,
 )
 from agtool._compile import compile_result_check
@@ -561,7 +563,12 @@ def _envelopes() -> Iterator[tuple[str, object]]:
              "boom": {"fn": _raise(ValueError()), "args": {}, "returns": {}},
              "empty": {"fn": lambda: {"sku": "A100", "rows": []}, "args": {},
                        "returns": PROBE_RETURNS},
-             "broken": {"fn": body, "args": {}, "returns": {}}}
+             "broken": {"fn": body, "args": {}, "returns": {}},
+             "private": {"fn": body, "args": {}, "returns": {}, "risk": "read_sensitive"},
+             "write": {"fn": body, "args": {}, "returns": {}, "effect": "write"},
+             "slow": {"fn": lambda: time.sleep(0.5), "args": {}, "returns": {}, "timeout": 0.01},
+             "gateway": {"fn": _raise(UpstreamError(502, "<html>Bad Gateway</html>")),
+                         "args": {}, "returns": {}}}
     gate = Gate(table)
     table["broken"]["args"] = {"x": {"type": "nope"}}
     yield "miss", gate.call_tool("probe", PROBE_VALID)
@@ -572,10 +579,14 @@ def _envelopes() -> Iterator[tuple[str, object]]:
     yield "bad-contract", gate.call_tool("broken", {})
     yield "raised", gate.call_tool("boom", {})
     yield "result", gate.call_tool("empty", {})
+    yield "denied", gate.call_tool("private", {})
+    yield "no-key", gate.call_tool("write", {}, scope={"reversible_write"})
+    yield "timeout", gate.call_tool("slow", {})
+    yield "upstream", gate.call_tool("gateway", {})
 
 
 def test_every_path_answers_the_three_key_envelope() -> None:
-    """Success, hit, refusal, unknown, bad contract, raise and bad result share one shape."""
+    """Every path, from success to a timed-out or denied call, shares one shape."""
     seen = dict(_envelopes())
     for envelope in seen.values():
         assert_envelope(envelope)
@@ -583,7 +594,9 @@ def test_every_path_answers_the_three_key_envelope() -> None:
     assert errors == {"miss": "", "hit": "", "blocked": "args:allowed:region",
                       "unknown": "args:unknown_tool", "not-object": "args:not_object",
                       "bad-contract": "args:bad_contract", "raised": "raised:ValueError",
-                      "result": "result:empty"}
+                      "result": "result:empty", "denied": "auth:scope:read_sensitive",
+                      "no-key": "write:no_key", "timeout": "timeout",
+                      "upstream": "upstream:502"}
     assert {parse_reason(error).stage for error in errors.values()} - {""} == set(STAGES)
 
 
@@ -613,7 +626,7 @@ def test_reason_vocabulary_is_the_spec() -> None:
                                "min_len", "max_len", "pattern", "echo"}
     assert set(ARG_REASONS) == {"unknown_tool", "not_object", "bad_contract"}
     assert set(RESULT_CHECKS) == {"shape", "empty", "too_big", "range"}
-    assert set(STAGES) == {"args", "result", "raised"}
+    assert set(STAGES) == {"args", "result", "raised", "auth", "write", "timeout", "upstream"}
 
 
 # -- The memo ------------------------------------------------------------------------------------

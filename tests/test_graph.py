@@ -266,7 +266,8 @@ def test_a_tool_body_raising_ends_the_run_with_its_reason(builder: Any) -> None:
 def test_a_gate_that_raises_is_not_hidden() -> None:
     """A bug below the graph (a gate breaking its never-raise promise) surfaces from invoke."""
     class Broken(Gate):
-        def call_tool(self, name: object, args: object, echo: Any = None) -> Any:
+        def call_for_model(self, name: object, args: object, echo: Any = None,
+                           **context: Any) -> Any:
             raise RuntimeError("gate bug")
 
     graph = tools.build_graph(gate=Broken(tools.TOOLS))
@@ -347,10 +348,19 @@ def test_extra_order_keys_do_not_change_the_callers_order() -> None:
     """pick copies the order: the call's args are a fresh dict without ``tool``."""
     order = {"sku": "A100", "region": "busan", "limit": 1, "tool": "legacy_stock"}
     snapshot = dict(order)
-    update = tools.pick({"order": order})
+    update = tools.pick({"order": order, "run_id": "run-1"})
     assert update == {"tool": "legacy_stock", "args": order_args(snapshot)}
     update["args"]["sku"] = "changed"
     assert order == snapshot
+
+
+def test_pick_keeps_the_callers_run_id_or_makes_a_fresh_one() -> None:
+    """A run id given by the caller keys the run's writes; without one each run gets its own."""
+    order = {"sku": "A100"}
+    assert "run_id" not in tools.pick({"order": order, "run_id": "run-1"})
+    fresh = {tools.pick({"order": order})["run_id"] for _ in range(3)}
+    assert len(fresh) == 3
+    assert all(isinstance(run_id, str) and run_id for run_id in fresh)
 
 
 def test_a_none_tool_means_the_default_tool() -> None:

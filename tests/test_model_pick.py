@@ -199,7 +199,11 @@ def test_model_corrects_itself_from_the_reason(bad: dict[str, Any], cleared: Non
     (feedback,) = error_messages(model.seen[1])
     assert feedback.status == "error"
     assert feedback.tool_call_id == "c1"
-    assert json.loads(str(feedback.content))["error"] == reason
+    answer = json.loads(str(feedback.content))
+    assert answer["ok"] is False
+    assert answer["error"]["details"]["reason"] == reason
+    assert answer["error"]["code"] == "INVALID_ARGUMENT"
+    assert answer["error"]["retryable"] is False
 
 
 def test_allowed_reason_hands_the_model_the_allowed_values(cleared: None) -> None:
@@ -208,8 +212,12 @@ def test_allowed_reason_hands_the_model_the_allowed_values(cleared: None) -> Non
     model = scripted(calling("stock_lookup", bad, "c1"), calling("stock_lookup", GOOD, "c2"))
     tools.handle(ORDER, model=model)
     (feedback,) = error_messages(model.seen[1])
-    assert json.loads(str(feedback.content)) == {"error": "args:allowed:region",
-                                                 "allowed": tools.REGIONS}
+    error = json.loads(str(feedback.content))["error"]
+    (field,) = error["details"]["fields"]
+    assert field["path"] == "region"
+    assert field["rule"] == "allowed"
+    assert field["allowed"] == tools.REGIONS
+    assert error["message"].startswith("region must be one of " + ", ".join(tools.REGIONS))
 
 
 def test_model_fixes_are_recorded_field_by_field(cleared: None) -> None:
@@ -234,8 +242,9 @@ def test_model_switches_tool_on_too_big(cleared: None) -> None:
     assert out["errors"] == ["result:too_big"]
     assert out["tool_runs"] == 2
     (feedback,) = error_messages(model.seen[1])
-    assert json.loads(str(feedback.content)) == {"error": "result:too_big",
-                                                 "tools": list(tools.TOOLS)}
+    error = json.loads(str(feedback.content))["error"]
+    assert error["code"] == "RESULT_TOO_LARGE"
+    assert error["details"] == {"reason": "result:too_big", "tools": list(tools.TOOLS)}
 
 
 def test_model_recovers_from_an_invented_tool(cleared: None) -> None:
@@ -245,7 +254,9 @@ def test_model_recovers_from_an_invented_tool(cleared: None) -> None:
     assert out["errors"] == ["args:unknown_tool"]
     assert out["ok"] is True
     (feedback,) = error_messages(model.seen[1])
-    assert json.loads(str(feedback.content))["tools"] == list(tools.TOOLS)
+    error = json.loads(str(feedback.content))["error"]
+    assert error["code"] == "UNKNOWN_TOOL"
+    assert error["details"]["tools"] == list(tools.TOOLS)
 
 
 def test_every_tool_call_of_a_refused_turn_is_answered(cleared: None) -> None:

@@ -143,6 +143,29 @@ def test_stub_bodies_never_run_the_real_functions(pytester: pytest.Pytester) -> 
     assert not (pytester.path / "bodies_ran.txt").exists()
 
 
+def test_a_write_tool_is_proven_without_its_body_ever_running(
+        pytester: pytest.Pytester) -> None:
+    """An irreversible refund is stubbed, proven once per idempotency key, and never run for real.
+
+    Its ``memo`` item checks the write's promise (a repeat of the key replays,
+    the same key with other args is a conflict); it has no ``returns`` item.
+    A read_sensitive tool is called with the harness's full scope.
+    """
+    write_table(pytester, "write_tools")
+    module = pytester.path / "write_tools.py"
+    module.write_text(module.read_text() + textwrap.dedent("""
+        TOOLS["refund"].update(effect="write", risk="irreversible", key_args=["order_id"])
+        TOOLS["get_ticket"]["risk"] = "read_sensitive"
+        TOOLS["get_ticket"]["args"]["ticket_id"]["sensitive"] = True
+    """))
+    result = run(pytester, "--agtool-table=write_tools:TOOLS")
+    expected = HEALTHY_ITEMS - {"refund::returns"}
+    result.assert_outcomes(passed=len(expected))
+    assert passed_items(result, "write_tools") == expected
+    ran = set((pytester.path / "bodies_ran.txt").read_text().split())
+    assert ran == {"get_ticket"}
+
+
 @pytest.mark.parametrize(("max_value", "field"), [
     ('"ten"', "args.amount_cents.max"),
     ("float('nan')", "args.amount_cents.max"),

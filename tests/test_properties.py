@@ -327,37 +327,37 @@ def _broken(gate_class: type[Gate], table: dict[str, Any], name: str) -> Gate:
 class RunsBodyFirst(Gate):
     """Runs the body, then checks the arguments: the bug the gate exists to prevent."""
 
-    def call_tool(self, name: Any, args: Any, echo: Any = None) -> Any:
+    def call_tool(self, name: Any, args: Any, echo: Any = None, **context: Any) -> Any:
         with contextlib.suppress(Exception):
             self.table[name]["fn"](**args)
-        return super().call_tool(name, args, echo)
+        return super().call_tool(name, args, echo, **context)
 
 
 class RemembersNothing(Gate):
     """Forgets every success: the memo never answers."""
 
-    def call_tool(self, name: Any, args: Any, echo: Any = None) -> Any:
+    def call_tool(self, name: Any, args: Any, echo: Any = None, **context: Any) -> Any:
         self.clear()
-        return super().call_tool(name, args, echo)
+        return super().call_tool(name, args, echo, **context)
 
 
 class RemembersFailures(Gate):
     """Answers a repeated call with whatever it answered first, refusals included."""
 
-    def call_tool(self, name: Any, args: Any, echo: Any = None) -> Any:
+    def call_tool(self, name: Any, args: Any, echo: Any = None, **context: Any) -> Any:
         seen = self.__dict__.setdefault("seen", {})
         key = repr(sorted(args.items()))
         if key not in seen:
-            seen[key] = super().call_tool(name, args, echo)
+            seen[key] = super().call_tool(name, args, echo, **context)
         return seen[key]
 
 
 class SharesItsMemo(Gate):
     """Hands out the remembered object itself, so a caller's change reaches the next caller."""
 
-    def call_tool(self, name: Any, args: Any, echo: Any = None) -> Any:
+    def call_tool(self, name: Any, args: Any, echo: Any = None, **context: Any) -> Any:
         shared = self.__dict__.setdefault("shared", {})
-        envelope = super().call_tool(name, args, echo)
+        envelope = super().call_tool(name, args, echo, **context)
         if envelope["ok"]:
             envelope["value"] = shared.setdefault(repr(sorted(args.items())), envelope["value"])
         return envelope
@@ -366,7 +366,7 @@ class SharesItsMemo(Gate):
 class Raises(Gate):
     """Lets an exception out."""
 
-    def call_tool(self, name: Any, args: Any, echo: Any = None) -> Any:
+    def call_tool(self, name: Any, args: Any, echo: Any = None, **context: Any) -> Any:
         raise KeyError(name)
 
 

@@ -1,0 +1,977 @@
+"""Write tools: never memoized, run once per idempotency key, the first outcome replayed.
+
+Every test counts the body's own runs (a counter inside the body) and checks
+answers against values the body itself produced (a serial number per run, so
+a second run can never pass for a replay); nothing expected is copied from
+the gate's output. The stateful property at the end mixes keys, retries,
+restarts over one SQLite file and failing bodies against a model kept here.
+"""
+
+from __future__ import annotations
+
+import copy
+import multiprocessing
+import os
+import pathlib
+import shutil
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import _write_worker as worker
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from agtool import (
+    Approval,
+    CallRecord,
+    Claim,
+    Gate,
+    SqliteStore,
+    StoredWrite,
+    UpstreamError,
+    is_retryable,
+)
+
+WRITE_SCOPE = frozenset({"reversible_write"})
+ORDER_ARGS: dict[str, Any] = {
+    "order": {"type": "str", "min_len": 1},
+    "qty": {"type": "int", "min": 1},
+    "note": {"type": "str", "required": False, "sensitive": True},
+}
+ORDER_RETURNS: dict[str, Any] = {"order": {"type": "str"}, "serial": {"type": "int"}}
+ARGS: dict[str, Any] = {"order": "A-1", "qty": 1}
+#: How long a test waits for a body left running in the background before it gives up.
+SETTLE_SECONDS = 5.0
+
+
+class Answer:
+    """A scripted run of ``Body`` that returns ``value`` instead of the usual answer."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class Body:
+    """A write body that counts its runs (thread-safe) and answers a fresh serial per run.
+
+    ``script`` says what each run does, in order: an exception instance is
+    raised, an ``Answer`` returns its value; once the script is used up every
+    run answers ``{"order": order, "serial": n}``. ``sleep`` delays every run.
+    """
+
+    def __init__(self, script: list[BaseException | Answer] | None = None,
+                 sleep: float = 0.0) -> None:
+        self.script = list(script or [])
+        self.sleep = sleep
+        self.calls: list[dict[str, Any]] = []
+        self.finished = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, **kwargs: Any) -> Any:
+        with self._lock:
+            self.calls.append(dict(kwargs))
+            serial = len(self.calls)
+            step = self.script.pop(0) if self.script else None
+        try:
+            if self.sleep:
+                time.sleep(self.sleep)
+            if isinstance(step, BaseException):
+                raise step
+            if isinstance(step, Answer):
+                return step.value
+            return {"order": kwargs["order"], "serial": serial}
+        finally:
+            with self._lock:
+                self.finished += 1
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return len(self.calls)
+
+    def wait_finished(self, runs: int) -> None:
+        """Block until ``runs`` runs have returned or raised (bodies left in the background)."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self.finished >= runs:
+                    return
+            time.sleep(0.005)
+        raise AssertionError(f"the body did not finish {runs} runs in {SETTLE_SECONDS}s")
+
+
+def write_table(body: Callable[..., Any], name: str = "place", **entry: Any) -> dict[str, Any]:
+    return {name: {"fn": body, "args": ORDER_ARGS, "returns": ORDER_RETURNS, "effect": "write",
+                   **entry}}
+
+
+def write_gate(body: Callable[..., Any], *, store: Any = None, pending_wait: float = 0.05,
+               scope: frozenset[str] = WRITE_SCOPE, **entry: Any) -> Gate:
+    return Gate(write_table(body, **entry), scope=scope, store=store, pending_wait=pending_wait)
+
+
+def place(gate: Gate, args: dict[str, Any] | None = None, run_id: str | None = "run-1",
+          step_id: str | None = "step-1", **kwargs: Any) -> dict[str, Any]:
+    """One call of the ``place`` write; a fresh copy of ``args`` so the body cannot alter ours."""
+    return dict(gate.call_tool("place", copy.deepcopy(ARGS if args is None else args),
+                               run_id=run_id, step_id=step_id, **kwargs))
+
+
+def ok(value: Any) -> dict[str, Any]:
+    return {"ok": True, "value": value, "error": ""}
+
+
+def failed(reason: str) -> dict[str, Any]:
+    return {"ok": False, "value": None, "error": reason}
+
+
+def wait_for_state(store: SqliteStore, key: str, state: str) -> StoredWrite:
+    """The key's entry once it reaches ``state`` (a background body settling it)."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while time.monotonic() < deadline:
+        stored = store.lookup(key)
+        if stored is not None and stored.state == state:
+            return stored
+        time.sleep(0.005)
+    raise AssertionError(f"{key} never reached {state!r}: {store.lookup(key)}")
+
+
+# -- Never memoized ------------------------------------------------------------------------------
+
+
+def test_write_is_never_memoized() -> None:
+    """The same write under a new run id or step id runs again, and the memo stays empty."""
+    body = Body()
+    gate = write_gate(body)
+    keys = [("run-1", "step-1"), ("run-1", "step-2"), ("run-2", "step-1")]
+    answers = [place(gate, run_id=run_id, step_id=step_id) for run_id, step_id in keys]
+    assert body.count == len(keys)
+    assert [answer["value"]["serial"] for answer in answers] == [1, 2, 3]
+    assert gate.cache == {}
+    assert gate.stats("place").hits == 0
+
+
+def test_write_next_to_a_read_keeps_the_memo_to_the_read() -> None:
+    """In one gate, a read is remembered and a write with the same args never is."""
+    read, write = Body(), Body()
+    table = {**write_table(write),
+             "look": {"fn": read, "args": ORDER_ARGS, "returns": ORDER_RETURNS}}
+    gate = Gate(table, scope={"read_public", "reversible_write"})
+    for step in ("s1", "s2"):
+        assert gate.call_tool("look", dict(ARGS))["ok"]
+        assert place(gate, step_id=step)["ok"]
+    assert (read.count, write.count) == (1, 2)
+    assert len(gate.cache) == 1
+    assert list(gate.cache) == [gate.cache_key("look", ARGS)]
+
+
+# -- The first outcome, replayed -----------------------------------------------------------------
+
+
+def test_repeat_replays_the_first_outcome_without_running_the_body() -> None:
+    """Every repeat of a key answers the first envelope; only the first call runs the body."""
+    body = Body()
+    gate = write_gate(body)
+    first = place(gate)
+    repeats = [place(gate) for _ in range(4)]
+    assert first == ok({"order": "A-1", "serial": 1})
+    assert repeats == [first] * 4
+    assert body.count == 1
+    stats = gate.stats("place")
+    assert (stats.runs, stats.replayed) == (1, 4)
+
+
+def test_replay_does_not_care_about_argument_order() -> None:
+    """The same args in another key order are the same call: replayed, not a conflict."""
+    body = Body()
+    gate = write_gate(body, key_args=["order"])
+    first = place(gate, {"order": "A-1", "qty": 2, "note": "x"})
+    again = place(gate, {"note": "x", "qty": 2, "order": "A-1"})
+    assert again == first
+    assert body.count == 1
+
+
+def test_replayed_value_is_the_callers_own_copy() -> None:
+    """A caller that changes a replayed value does not change what the next repeat answers."""
+    body = Body()
+    gate = write_gate(body)
+    first = place(gate)
+    expected = copy.deepcopy(first)
+    replayed = place(gate)
+    replayed["value"]["serial"] = -1
+    replayed["value"]["extra"] = "scribbled"
+    first["value"]["order"] = "scribbled too"
+    assert place(gate) == expected
+    assert body.count == 1
+
+
+def test_replay_is_marked_in_records_and_in_the_model_answer() -> None:
+    """A replay's record says ``replayed``; the model is handed the first call's data again."""
+    body = Body()
+    records: list[CallRecord] = []
+    gate = Gate(write_table(body), scope=WRITE_SCOPE, records=records.append)
+    first = gate.call_for_model("place", dict(ARGS), run_id="r", step_id="s")
+    again = gate.call_for_model("place", dict(ARGS), run_id="r", step_id="s")
+    assert first["ok"]
+    assert again["ok"]
+    assert again["data"] == first["data"] == {"order": "A-1", "serial": 1}
+    assert again["request_id"] != first["request_id"]
+    assert [record.replayed for record in records] == [False, True]
+    assert body.count == 1
+
+
+# -- The idempotency key and conflicts -----------------------------------------------------------
+
+
+def test_changing_a_non_key_arg_is_a_conflict() -> None:
+    """With ``key_args``, other args under a used key answer ``write:conflict``; no body run."""
+    body = Body()
+    gate = write_gate(body, key_args=["order"])
+    first = place(gate, {"order": "A-1", "qty": 1})
+    conflict = place(gate, {"order": "A-1", "qty": 2})
+    assert first["ok"]
+    assert conflict == failed("write:conflict")
+    assert body.count == 1
+    assert place(gate, {"order": "A-1", "qty": 1}) == first  # the original still replays
+    assert body.count == 1
+
+
+def test_changing_a_key_arg_is_a_new_key() -> None:
+    """With ``key_args``, another value of a key arg is another write: the body runs."""
+    body = Body()
+    gate = write_gate(body, key_args=["order"])
+    first = place(gate, {"order": "A-1", "qty": 1})
+    second = place(gate, {"order": "B-2", "qty": 2})
+    assert first == ok({"order": "A-1", "serial": 1})
+    assert second == ok({"order": "B-2", "serial": 2})
+    assert body.count == 2
+    key_a = gate.idempotency_key("place", {"order": "A-1", "qty": 1}, "r", "s")
+    assert key_a == gate.idempotency_key("place", {"order": "A-1", "qty": 9, "note": "n"}, "r", "s")
+    assert key_a != gate.idempotency_key("place", {"order": "B-2", "qty": 1}, "r", "s")
+
+
+def test_a_type_change_in_a_non_key_arg_is_a_conflict() -> None:
+    """Args that Python calls equal but that differ in type (``1`` and ``1.0``) conflict."""
+    body = Body()
+    args = {**ORDER_ARGS, "qty": {"type": "float"}}
+    gate = Gate({"place": {"fn": body, "args": args, "returns": ORDER_RETURNS,
+                           "effect": "write", "key_args": ["order"]}}, scope=WRITE_SCOPE)
+    assert place(gate, {"order": "A-1", "qty": 1})["ok"]
+    assert place(gate, {"order": "A-1", "qty": 1.0}) == failed("write:conflict")
+    assert body.count == 1
+
+
+def test_conflict_with_a_running_write_answers_at_once() -> None:
+    """Other args under a key still running answer ``write:conflict`` without the pending wait."""
+    body = Body(sleep=0.3)
+    gate = write_gate(body, key_args=["order"], pending_wait=5.0)
+    first: list[dict[str, Any]] = []
+    runner = threading.Thread(target=lambda: first.append(place(gate, {"order": "A-1", "qty": 1})))
+    runner.start()
+    while body.count == 0:
+        time.sleep(0.002)
+    started = time.monotonic()
+    conflict = place(gate, {"order": "A-1", "qty": 2})
+    waited = time.monotonic() - started
+    runner.join()
+    assert conflict == failed("write:conflict")
+    assert waited < 5.0  # the pending wait would have taken all five seconds
+    assert first == [ok({"order": "A-1", "serial": 1})]
+    assert body.count == 1
+
+
+def test_key_keeps_run_step_and_tool_apart() -> None:
+    """Colons in ids never make two keys alike, and each tool has keys of its own."""
+    gate = Gate({**write_table(Body(), name="a"), **write_table(Body(), name="b")},
+                scope=WRITE_SCOPE)
+    keys = {gate.idempotency_key("a", ARGS, "r:1", "s"),
+            gate.idempotency_key("a", ARGS, "r", "1:s"),
+            gate.idempotency_key("a", ARGS, "r", "s"),
+            gate.idempotency_key("b", ARGS, "r", "s")}
+    assert len(keys) == 4
+
+
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=4), st.text(min_size=1, max_size=4)),
+                min_size=2, max_size=6,
+                unique=True))
+def test_distinct_run_and_step_pairs_give_distinct_keys(pairs: list[tuple[str, str]]) -> None:
+    """Any two different (run id, step id) pairs give two different keys for the same args."""
+    gate = Gate(write_table(Body()), scope=WRITE_SCOPE)
+    keys = {gate.idempotency_key("place", ARGS, run_id, step_id) for run_id, step_id in pairs}
+    assert len(keys) == len(pairs)
+
+
+def test_sensitive_key_value_never_appears_in_the_key() -> None:
+    """The business key is a digest: a sensitive order id is not readable in the store's key."""
+    args = {**ORDER_ARGS, "order": {"type": "str", "sensitive": True}}
+    gate = Gate({"place": {"fn": Body(), "args": args, "returns": ORDER_RETURNS,
+                           "effect": "write", "key_args": ["order"]}}, scope=WRITE_SCOPE)
+    private = "ACCT-9931-PRIVATE"
+    key = gate.idempotency_key("place", {"order": private, "qty": 1}, "run-1", "step-1")
+    assert key is not None
+    assert private not in key
+    assert "run-1" in key
+    assert "step-1" in key
+
+
+def test_idempotency_key_is_none_for_reads_and_non_dict_args() -> None:
+    """Only a valid write with dict args has a key."""
+    gate = Gate({**write_table(Body()),
+                 "look": {"fn": Body(), "args": ORDER_ARGS, "returns": ORDER_RETURNS}},
+                scope=WRITE_SCOPE)
+    assert gate.idempotency_key("look", ARGS, "r", "s") is None
+    assert gate.idempotency_key("nope", ARGS, "r", "s") is None
+    assert gate.idempotency_key("place", [("order", "A-1")], "r", "s") is None
+    assert gate.idempotency_key("place", ARGS, "r", "s") is not None
+
+
+# -- Restarts ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("as_path", [str, pathlib.Path], ids=["str-path", "pathlib-path"])
+def test_new_gate_over_the_same_file_replays(tmp_path: pathlib.Path,
+                                             as_path: Callable[[Any], Any]) -> None:
+    """A restarted process (a new gate over the same SQLite file) replays and still conflicts."""
+    path = as_path(tmp_path / "writes.sqlite")
+    body, failure_body = Body(), Body([ValueError("no stock")])
+
+    def table() -> dict[str, Any]:
+        return {**write_table(body, key_args=["order"]), **write_table(failure_body, "cancel")}
+
+    before = Gate(table(), scope=WRITE_SCOPE, store=path)
+    first = place(before, {"order": "A-1", "qty": 1})
+    refused = before.call_tool("cancel", dict(ARGS), run_id="run-1", step_id="step-1")
+    assert first == ok({"order": "A-1", "serial": 1})
+    assert refused == failed("raised:ValueError")
+    assert isinstance(before.store, SqliteStore)
+    before.store.close()
+
+    after = Gate(table(), scope=WRITE_SCOPE, store=path, pending_wait=0.05)
+    assert place(after, {"order": "A-1", "qty": 1}) == first
+    assert place(after, {"order": "A-1", "qty": 5}) == failed("write:conflict")
+    assert after.call_tool("cancel", dict(ARGS), run_id="run-1", step_id="step-1") == refused
+    assert (body.count, failure_body.count) == (1, 1)
+    assert after.stats("place").replayed == 1
+    assert after.stats("cancel").replayed == 1
+
+
+def test_key_claimed_by_a_dead_caller_stays_in_progress_until_forgotten(
+        tmp_path: pathlib.Path) -> None:
+    """A key claimed by a process that died answers ``write:in_progress``; ``forget`` frees it."""
+    path = tmp_path / "writes.sqlite"
+    gate = write_gate(Body(), store=path)
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+    dead = SqliteStore(path)
+    assert dead.claim(key, "place", gate_digest(gate, ARGS)).state == "run"
+    dead.close()  # and never finishes
+
+    body = Body()
+    restarted = write_gate(body, store=path)
+    assert place(restarted) == failed("write:in_progress")
+    assert body.count == 0
+    assert restarted.store.forget(key)
+    assert place(restarted) == ok({"order": "A-1", "serial": 1})
+    assert body.count == 1
+
+
+def gate_digest(gate: Gate, args: dict[str, Any]) -> str:
+    """The args digest the gate claims with, read from a store that refuses the claim."""
+    spy = SpyStore(fail={"claim"})
+    spying = Gate(gate.table, scope=WRITE_SCOPE, store=spy)
+    assert spying.call_tool("place", dict(args), run_id="spy", step_id="spy")["error"] == (
+        "write:store")
+    return spy.claims[0][2]
+
+
+class SpyStore:
+    """A ``WriteStore`` over an in-memory ``SqliteStore`` that logs claims and can be broken."""
+
+    def __init__(self, *, fail: Iterable[str] = ()) -> None:
+        self.inner = SqliteStore()
+        self.fail = set(fail)
+        self.claims: list[tuple[str, str, str]] = []
+        self.calls: Counter[str] = Counter()
+
+    def _maybe_fail(self, method: str) -> None:
+        self.calls[method] += 1
+        if method in self.fail:
+            raise OSError(f"store down in {method}")
+
+    def claim(self, key: str, tool: str, args_digest: str) -> Claim:
+        self.claims.append((key, tool, args_digest))
+        self._maybe_fail("claim")
+        return self.inner.claim(key, tool, args_digest)
+
+    def finish(self, key: str, outcome: dict[str, Any]) -> None:
+        self._maybe_fail("finish")
+        self.inner.finish(key, outcome)
+
+    def release(self, key: str) -> None:
+        self._maybe_fail("release")
+        self.inner.release(key)
+
+    def lookup(self, key: str) -> StoredWrite | None:
+        self._maybe_fail("lookup")
+        return self.inner.lookup(key)
+
+    def forget(self, key: str) -> bool:
+        self._maybe_fail("forget")
+        return self.inner.forget(key)
+
+
+# -- Threads and processes -----------------------------------------------------------------------
+
+
+def race(n: int, call: Callable[[int], dict[str, Any]]) -> list[dict[str, Any]]:
+    """``call(i)`` from ``n`` threads released together; their answers in thread order."""
+    barrier = threading.Barrier(n)
+    answers: list[dict[str, Any] | None] = [None] * n
+
+    def run(i: int) -> None:
+        barrier.wait()
+        answers[i] = call(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(answer is not None for answer in answers)
+    return answers  # type: ignore[return-value]
+
+
+def test_threads_on_one_gate_run_the_body_once() -> None:
+    """Eight threads writing one key at once: one body run, eight identical envelopes."""
+    body = Body(sleep=0.1)
+    gate = write_gate(body, pending_wait=5.0)
+    answers = race(8, lambda _: place(gate))
+    assert body.count == 1
+    assert answers == [ok({"order": "A-1", "serial": 1})] * 8
+    stats = gate.stats("place")
+    assert (stats.runs, stats.replayed) == (1, 7)
+
+
+def test_threads_on_separate_gates_over_one_file_run_the_body_once(
+        tmp_path: pathlib.Path) -> None:
+    """Six gates, each with its own connection to one SQLite file: one body run among them."""
+    path = tmp_path / "writes.sqlite"
+    SqliteStore(path).close()  # the file exists before they race (see test_store's open test)
+    body = Body(sleep=0.1)
+    gates = [write_gate(body, store=path, pending_wait=5.0) for _ in range(6)]
+    answers = race(6, lambda i: place(gates[i]))
+    assert body.count == 1
+    assert answers == [ok({"order": "A-1", "serial": 1})] * 6
+    assert sum(gate.stats("place").replayed for gate in gates) == 5
+
+
+def test_a_waiter_takes_over_a_key_freed_by_a_retryable_failure() -> None:
+    """A call waiting on a running write runs the body itself once that write fails retryably."""
+    body = Body([UpstreamError(503)], sleep=0.15)
+    gate = write_gate(body, pending_wait=5.0)
+
+    def call(i: int) -> dict[str, Any]:
+        while i and body.count == 0:  # the first thread claims; the second finds it pending
+            time.sleep(0.002)
+        return place(gate)
+
+    answers = race(2, call)
+    assert answers[0] == failed("upstream:503")
+    assert answers[1] == ok({"order": "A-1", "serial": 2})
+    assert body.count == 2
+    assert place(gate) == answers[1]
+    assert body.count == 2
+
+
+def test_processes_run_the_body_once(tmp_path: pathlib.Path) -> None:
+    """Three spawned processes, each with its own gate over one SQLite file: one body run."""
+    db_path = str(tmp_path / "writes.sqlite")
+    log_path = str(tmp_path / "runs.log")
+    SqliteStore(db_path).close()  # the file exists before they race (see test_store's open test)
+    context = multiprocessing.get_context("spawn")
+    processes = 3
+    barrier = context.Barrier(processes)
+    results = context.Queue()
+    workers = [context.Process(target=worker.call_once, args=(db_path, log_path, barrier, results))
+               for _ in range(processes)]
+    for process in workers:
+        process.start()
+    try:
+        answers = [results.get(timeout=60) for _ in workers]
+    finally:
+        for process in workers:
+            process.join(timeout=30)
+    assert [answer["crash"] for answer in answers] == [""] * processes
+    lines = pathlib.Path(log_path).read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1  # the body ran in exactly one process
+    expected = ok({**worker.ARGS, "pid": int(lines[0])})
+    assert [answer["envelope"] for answer in answers] == [expected] * processes
+    assert sorted(answer["runs"] for answer in answers) == [0] * (processes - 1) + [1]
+    assert sum(answer["replayed"] for answer in answers) == processes - 1
+    assert all(process.exitcode == 0 for process in workers)
+
+
+# -- Timeouts ------------------------------------------------------------------------------------
+
+
+def timed_out_write(pending_wait: float) -> tuple[Gate, Body, str]:
+    """A gate whose write overruns its 0.05 s timeout (the body sleeps 0.3 s), called once."""
+    body = Body(sleep=0.3)
+    gate = write_gate(body, timeout=0.05, pending_wait=pending_wait)
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+    assert place(gate) == failed("timeout")
+    assert gate.stats("place").timed_out == 1
+    return gate, body, key
+
+
+def test_timed_out_write_stores_its_late_outcome_and_a_retry_replays_it() -> None:
+    """The overrunning body finishes in the background and is stored; a retry replays it."""
+    gate, body, key = timed_out_write(pending_wait=0.05)
+    assert isinstance(gate.store, SqliteStore)
+    stored = wait_for_state(gate.store, key, "done")
+    body.wait_finished(1)
+    assert stored.outcome == ok({"order": "A-1", "serial": 1})
+    assert place(gate) == ok({"order": "A-1", "serial": 1})
+    assert body.count == 1
+    assert gate.stats("place").replayed == 1
+
+
+def test_retry_while_a_timed_out_write_runs_waits_and_replays() -> None:
+    """A retry made while the body still runs waits (``pending_wait``) and gets its outcome."""
+    gate, body, _ = timed_out_write(pending_wait=5.0)
+    assert body.count == 1
+    assert body.finished == 0  # still running
+    assert place(gate) == ok({"order": "A-1", "serial": 1})
+    body.wait_finished(1)
+    assert body.count == 1
+
+
+def test_retry_while_a_timed_out_write_runs_answers_in_progress_after_the_wait() -> None:
+    """A retry whose ``pending_wait`` ends before the body does answers ``write:in_progress``."""
+    gate, body, key = timed_out_write(pending_wait=0.02)
+    assert body.finished == 0
+    assert place(gate) == failed("write:in_progress")
+    assert body.count == 1
+    assert isinstance(gate.store, SqliteStore)
+    wait_for_state(gate.store, key, "done")
+    body.wait_finished(1)
+    assert place(gate) == ok({"order": "A-1", "serial": 1})
+    assert body.count == 1
+
+
+def test_timed_out_write_that_then_fails_retryably_frees_its_key() -> None:
+    """A late retryable failure is not stored: the retry after it runs the body again."""
+    body = Body([UpstreamError(502)], sleep=0.2)
+    gate = write_gate(body, timeout=0.05)
+    assert place(gate) == failed("timeout")
+    body.wait_finished(1)
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while gate.store.lookup(key) is not None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert gate.store.lookup(key) is None
+    body.sleep = 0.0
+    assert place(gate) == ok({"order": "A-1", "serial": 2})
+    assert body.count == 2
+
+
+# -- No key --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("run_id", "step_id"), [
+    pytest.param(None, "step-1", id="no-run-id"),
+    pytest.param("run-1", None, id="no-step-id"),
+    pytest.param(None, None, id="neither"),
+    pytest.param("", "step-1", id="empty-run-id"),
+    pytest.param("run-1", "", id="empty-step-id"),
+    pytest.param(7, "step-1", id="int-run-id"),
+])
+def test_write_without_a_key_is_refused(run_id: Any, step_id: Any) -> None:
+    """A write without a non-empty run id and step id answers ``write:no_key``; no body run."""
+    body = Body()
+    gate = write_gate(body)
+    assert place(gate, run_id=run_id, step_id=step_id) == failed("write:no_key")
+    answer = gate.call_for_model("place", dict(ARGS), run_id=run_id, step_id=step_id)
+    assert answer["ok"] is False
+    assert answer["error"]["details"]["reason"] == "write:no_key"
+    assert answer["error"]["retryable"] is False
+    assert body.count == 0
+
+
+def test_read_needs_no_key() -> None:
+    """Run and step ids are for writes only: a read answers without them."""
+    body = Body()
+    gate = Gate({"look": {"fn": body, "args": ORDER_ARGS, "returns": ORDER_RETURNS}})
+    assert gate.call_tool("look", dict(ARGS)) == ok({"order": "A-1", "serial": 1})
+
+
+# -- Failures: retryable ones free the key, others are stored ------------------------------------
+
+
+@pytest.mark.parametrize(("exc", "reason"), [
+    pytest.param(UpstreamError(503), "upstream:503", id="upstream-503"),
+    pytest.param(UpstreamError(429, retry_after=1.0), "upstream:429", id="rate-limited"),
+    pytest.param(ConnectionRefusedError(), "upstream:connection", id="connection"),
+    pytest.param(TimeoutError(), "timeout", id="body-raised-timeout"),
+])
+def test_retryable_failure_frees_the_key(exc: BaseException, reason: str) -> None:
+    """A retryable failure is not stored: the same key runs the body again, then replays."""
+    assert is_retryable(reason)
+    body = Body([exc])
+    gate = write_gate(body)
+    assert place(gate) == failed(reason)
+    assert place(gate) == ok({"order": "A-1", "serial": 2})
+    assert body.count == 2
+    assert place(gate) == ok({"order": "A-1", "serial": 2})
+    assert body.count == 2
+    stats = gate.stats("place")
+    assert (stats.runs, stats.replayed) == (2, 1)
+
+
+@pytest.mark.parametrize(("script", "reason"), [
+    pytest.param(ValueError("bad sku"), "raised:ValueError", id="raised"),
+    pytest.param(UpstreamError(404), "upstream:404", id="upstream-404"),
+    pytest.param(UpstreamError(400), "upstream:400", id="upstream-400"),
+    pytest.param(Answer("not a dict"), "result:shape", id="bad-result-shape"),
+    pytest.param(Answer({"order": "A-1"}), "result:shape", id="bad-result-missing-key"),
+])
+def test_non_retryable_failure_is_stored_and_replayed(script: BaseException | Answer,
+                                                      reason: str) -> None:
+    """A failure a retry cannot fix is the key's outcome: repeats answer it, the body runs once."""
+    assert not is_retryable(reason)
+    body = Body([script])
+    gate = write_gate(body)
+    first = place(gate)
+    assert first == failed(reason)
+    assert [place(gate) for _ in range(3)] == [first] * 3
+    assert body.count == 1
+    assert gate.stats("place").replayed == 3
+
+
+# -- A broken store ------------------------------------------------------------------------------
+
+
+def test_store_whose_claim_raises_answers_write_store() -> None:
+    """A store that cannot claim: ``write:store`` (retryable), no body run, nothing raised."""
+    body = Body()
+    store = SpyStore(fail={"claim"})
+    gate = write_gate(body, store=store)
+    assert place(gate) == failed("write:store")
+    answer = gate.call_for_model("place", dict(ARGS), run_id="run-1", step_id="step-1")
+    assert answer["ok"] is False
+    assert answer["error"]["details"]["reason"] == "write:store"
+    assert answer["error"]["retryable"] is True
+    assert body.count == 0
+    assert store.calls["finish"] == store.calls["release"] == 0
+
+
+def test_store_whose_finish_raises_answers_the_body_and_keeps_the_key() -> None:
+    """A store that cannot keep the outcome: the call answers the body's envelope, and a repeat
+    answers ``write:in_progress`` instead of running the body a second time."""
+    body = Body()
+    store = SpyStore(fail={"finish"})
+    gate = write_gate(body, store=store, pending_wait=0.05)
+    assert place(gate) == ok({"order": "A-1", "serial": 1})
+    assert store.calls["finish"] == 1
+    assert place(gate) == failed("write:in_progress")
+    assert body.count == 1
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+    stored = store.inner.lookup(key)
+    assert stored is not None
+    assert stored.state == "pending"
+
+
+def test_store_whose_release_raises_keeps_the_key_after_a_retryable_failure() -> None:
+    """A retryable failure whose key cannot be freed: the repeat answers ``write:in_progress``."""
+    body = Body([UpstreamError(503)])
+    store = SpyStore(fail={"release"})
+    gate = write_gate(body, store=store, pending_wait=0.05)
+    assert place(gate) == failed("upstream:503")
+    assert place(gate) == failed("write:in_progress")
+    assert body.count == 1
+
+
+def test_a_store_that_says_pending_forever_never_runs_the_body() -> None:
+    """A key another caller owns answers ``write:in_progress`` once ``pending_wait`` is over."""
+    body = Body()
+    store = SpyStore()
+    gate = write_gate(body, store=store, pending_wait=0.05)
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+    digest = gate_digest(gate, ARGS)
+    assert store.inner.claim(key, "place", digest).state == "run"
+    assert place(gate) == failed("write:in_progress")
+    assert body.count == 0
+    assert store.calls["claim"] >= 2  # it looked again while it waited
+
+
+# -- Dry runs, scope and approval ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("risk", "needs_approval"), [
+    ("reversible_write", False), ("external_effect", True), ("irreversible", True)])
+def test_dry_run_answers_the_plan_without_running_or_claiming(risk: str,
+                                                              needs_approval: bool) -> None:
+    """``dry_run`` answers the plan (sensitive args redacted); no body run, the key stays free."""
+    body = Body()
+    gate = write_gate(body, risk=risk, scope=frozenset({risk}))
+    args = {"order": "A-1", "qty": 3, "note": "card 4111"}
+    plan = place(gate, args, dry_run=True)
+    assert plan == ok({"tool": "place", "args": {"order": "A-1", "qty": 3, "note": "[redacted]"},
+                       "effect": "write", "risk": risk, "needs_approval": needs_approval})
+    assert body.count == 0
+    key = gate.idempotency_key("place", args, "run-1", "step-1")
+    assert key is not None
+    assert gate.store.lookup(key) is None
+    approvals = [gate.approve("place", args)] if needs_approval else []
+    assert place(gate, args, approvals=approvals) == ok({"order": "A-1", "serial": 1})
+    assert body.count == 1
+
+
+def test_irreversible_write_needs_scope_and_an_exact_approval() -> None:
+    """No scope, no approval, or an approval of other args: refused before the key is claimed."""
+    body = Body()
+    gate = write_gate(body, risk="irreversible", scope=frozenset({"reversible_write"}))
+    args = {"order": "A-1", "qty": 3}
+    key = gate.idempotency_key("place", args, "run-1", "step-1")
+    assert key is not None
+    right = gate.approve("place", args, by="ops")
+    assert place(gate, args, approvals=[right]) == failed("auth:scope:irreversible")
+    scope = {"irreversible"}
+    assert place(gate, args, scope=scope) == failed("auth:approval")
+    other = gate.approve("place", {"order": "A-1", "qty": 4})
+    assert place(gate, args, scope=scope, approvals=[other]) == failed("auth:approval")
+    forged = Approval("place", "0" * 64)
+    assert place(gate, args, scope=scope, approvals=[forged]) == failed("auth:approval")
+    assert body.count == 0
+    assert gate.store.lookup(key) is None
+    first = place(gate, args, scope=scope, approvals=[right])
+    assert first == ok({"order": "A-1", "serial": 1})
+    assert place(gate, args, scope=scope, approvals=[right]) == first
+    assert body.count == 1
+
+
+# -- Outcomes JSON cannot write exactly ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra", [
+    pytest.param(2**70, id="huge-int"),
+    pytest.param("\ud800", id="lone-surrogate"),
+    pytest.param({(1, 2): "tuple key"}, id="tuple-dict-key"),
+])
+def test_outcome_json_cannot_write_is_still_stored_and_replayed(extra: Any) -> None:
+    """A write whose value orjson refuses is still stored: the repeat replays, never re-runs
+    and never hangs on ``write:in_progress`` (the store promises such values come back as repr).
+    """
+    calls: list[int] = []
+
+    def body(order: str, qty: int, note: str = "") -> dict[str, Any]:
+        calls.append(qty)
+        return {"order": order, "serial": len(calls), "extra": extra}
+
+    gate = write_gate(body, pending_wait=0.05)
+    first = place(gate)
+    assert first["ok"]
+    assert first["value"]["extra"] == extra
+    again = place(gate)
+    assert len(calls) == 1
+    assert again["ok"], again
+    assert again["value"]["serial"] == 1
+
+
+# -- The stateful property -----------------------------------------------------------------------
+
+RUN_IDS = ("run-a", "run-b")
+STEP_IDS = ("s1", "s2")
+ORDERS = ("A-1", "B-2")
+QTYS = (1, 2)
+#: What a body does when it runs, and the reason it answers (None: success).
+BEHAVIOURS: dict[str, str | None] = {
+    "ok": None,
+    "upstream": "upstream:503",  # retryable: the key is freed
+    "raises": "raised:ValueError",  # stored
+    "bad_result": "result:shape",  # stored
+}
+#: ``keyed`` names its business object by ``order`` alone; ``whole`` by all its args.
+TOOLS = ("keyed", "whole")
+MAX_GATES = 3
+
+ModelKey = tuple[str, ...]
+
+
+class WriteMachine(RuleBasedStateMachine):
+    """Gates over one SQLite file, opened, closed and restarted between calls, checked against a
+    model: which keys hold which outcome, how often each key's body must have run, and how many
+    replays each gate must have counted. The model's keys are built here, not by the gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.mkdtemp(prefix="agtool-writes-")
+        self.path = os.path.join(self.dir, "writes.sqlite")
+        self.behaviour = "ok"
+        self.serial = 0
+        self.current: ModelKey = ()
+        self.body_runs: Counter[ModelKey] = Counter()  # what the bodies did
+        self.table = {
+            "keyed": {"fn": self.body, "args": ORDER_ARGS, "returns": ORDER_RETURNS,
+                      "effect": "write", "key_args": ["order"]},
+            "whole": {"fn": self.body, "args": ORDER_ARGS, "returns": ORDER_RETURNS,
+                      "effect": "write"},
+        }
+        self.gates: list[Gate] = []
+        self.replays: list[Counter[str]] = []  # per gate, per tool: expected replays
+        self.runs: list[Counter[str]] = []  # per gate, per tool: expected body runs
+        # The model.
+        self.stored: dict[ModelKey, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self.expected_runs: Counter[ModelKey] = Counter()
+        self.last: tuple[str, str, str, dict[str, Any]] | None = None
+        self.calls_since_open = 0  # gates are dear to open: a few calls between openings
+        self.open_gate()
+
+    def body(self, order: str, qty: int, note: str = "") -> Any:
+        self.body_runs[self.current] += 1
+        self.serial += 1
+        if self.behaviour == "upstream":
+            raise UpstreamError(503)
+        if self.behaviour == "raises":
+            raise ValueError(order)
+        if self.behaviour == "bad_result":
+            return {"order": order}
+        return {"order": order, "serial": self.serial}
+
+    def open_gate(self) -> None:
+        self.calls_since_open = 0
+        self.gates.append(Gate(self.table, scope=WRITE_SCOPE, store=self.path, pending_wait=0))
+        self.replays.append(Counter())
+        self.runs.append(Counter())
+
+    @staticmethod
+    def model_key(tool: str, run_id: str, step_id: str, args: dict[str, Any]) -> ModelKey:
+        business = (args["order"],) if tool == "keyed" else tuple(
+            f"{name}={args[name]!r}" for name in sorted(args))
+        return (run_id, step_id, tool, *business)
+
+    def call(self, which: int, tool: str, run_id: str, step_id: str,
+             args: dict[str, Any]) -> None:
+        which %= len(self.gates)
+        key = self.model_key(tool, run_id, step_id, args)
+        if key in self.stored:
+            stored_args, outcome = self.stored[key]
+            if stored_args != args:
+                expected = failed("write:conflict")
+            else:
+                expected = outcome
+                self.replays[which][tool] += 1
+        else:
+            self.expected_runs[key] += 1
+            self.runs[which][tool] += 1
+            reason = BEHAVIOURS[self.behaviour]
+            expected = (ok({"order": args["order"], "serial": self.serial + 1}) if reason is None
+                        else failed(reason))
+            if reason != "upstream:503":
+                self.stored[key] = (dict(args), expected)
+        self.current = key
+        answer = self.gates[which].call_tool(tool, dict(args), run_id=run_id, step_id=step_id)
+        assert dict(answer) == expected, (key, self.behaviour)
+        self.last = (tool, run_id, step_id, dict(args))
+        self.calls_since_open += 1
+
+    @rule(which=st.integers(0, MAX_GATES - 1), tool=st.sampled_from(TOOLS),
+          run_id=st.sampled_from(RUN_IDS), step_id=st.sampled_from(STEP_IDS),
+          order=st.sampled_from(ORDERS), qty=st.sampled_from(QTYS),
+          behaviour=st.sampled_from(sorted(BEHAVIOURS)))
+    def write(self, which: int, tool: str, run_id: str, step_id: str, order: str, qty: int,
+              behaviour: str) -> None:
+        """A write of a key from the pool; what its body does if it runs is drawn too."""
+        self.behaviour = behaviour
+        self.call(which, tool, run_id, step_id, {"order": order, "qty": qty})
+
+    @precondition(lambda self: self.last is not None)
+    @rule(which=st.integers(0, MAX_GATES - 1), behaviour=st.sampled_from(["ok", "upstream"]))
+    def retry(self, which: int, behaviour: str) -> None:
+        """The last call again, exactly: a retry, which may fail retryably again or succeed."""
+        assert self.last is not None
+        self.behaviour = behaviour
+        self.call(which, *self.last)
+
+    @precondition(lambda self: len(self.gates) < MAX_GATES and self.calls_since_open >= 2)
+    @rule()
+    def another_process(self) -> None:
+        """One more gate (a process of its own) over the same file."""
+        self.open_gate()
+
+    @precondition(lambda self: self.calls_since_open >= 2)
+    @rule()
+    def restart(self) -> None:
+        """Every gate goes away; one new gate opens the same file."""
+        self.close_all()
+        self.open_gate()
+
+    @rule(run_id=st.sampled_from(RUN_IDS), empty=st.sampled_from(["run", "step"]))
+    def without_key(self, run_id: str, empty: str) -> None:
+        """A write with an empty run id or step id is refused and runs nothing."""
+        before = sum(self.body_runs.values())
+        answer = self.gates[0].call_tool(
+            "keyed", {"order": "A-1", "qty": 1}, run_id="" if empty == "run" else run_id,
+            step_id="" if empty == "step" else "s1")
+        assert dict(answer) == failed("write:no_key")
+        assert sum(self.body_runs.values()) == before
+
+    @invariant()
+    def bodies_ran_as_the_model_says(self) -> None:
+        """Each key's body ran once per retryable failure plus once if it ended stored."""
+        assert self.body_runs == self.expected_runs
+        for key in self.stored:
+            freed = self.expected_runs[key] - 1
+            assert freed >= 0
+            assert self.body_runs[key] == freed + 1
+
+    @invariant()
+    def gates_counted_replays_and_runs(self) -> None:
+        """Each gate's counters agree with the model's; no gate remembered a write."""
+        for gate, replays, runs in zip(self.gates, self.replays, self.runs, strict=True):
+            for tool in TOOLS:
+                stats = gate.stats(tool)
+                assert (stats.replayed, stats.runs) == (replays[tool], runs[tool])
+            assert gate.cache == {}
+
+    def close_all(self) -> None:
+        for gate in self.gates:
+            assert isinstance(gate.store, SqliteStore)
+            gate.store.close()
+        self.gates, self.replays, self.runs = [], [], []
+
+    def teardown(self) -> None:
+        self.close_all()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+TestWriteMachine = WriteMachine.TestCase
+
+
+# -- The model's own check -----------------------------------------------------------------------
+
+
+def test_model_keys_split_the_pool_as_the_gates_keys_do() -> None:
+    """The machine's model keys tell the pool's calls apart exactly as the gate's keys do."""
+    table = {tool: {"fn": Body(), "args": ORDER_ARGS, "returns": ORDER_RETURNS,
+                    "effect": "write", **({"key_args": ["order"]} if tool == "keyed" else {})}
+             for tool in TOOLS}
+    gate = Gate(table, scope=WRITE_SCOPE)
+    pool = [(tool, run_id, step_id, {"order": order, "qty": qty})
+            for tool in TOOLS for run_id in RUN_IDS for step_id in STEP_IDS
+            for order in ORDERS for qty in QTYS]
+    pairs = {(WriteMachine.model_key(*call), gate.idempotency_key(call[0], call[3], call[1],
+                                                                  call[2])) for call in pool}
+    model_keys = {model for model, _ in pairs}
+    gate_keys = {real for _, real in pairs}
+    assert len(pairs) == len(model_keys) == len(gate_keys)  # a bijection between the two
