@@ -50,6 +50,7 @@ from ._records import (
     records_log,
     redact_args,
     redact_value,
+    scrub,
 )
 from ._store import CONFLICT, DONE, RUN, Claim, SqliteStore, WriteStore
 
@@ -101,22 +102,32 @@ class _Counts:
 
 @dataclass(frozen=True)
 class Approval:
-    """A person's approval of one call: the tool and a digest of its exact arguments.
+    """A person's approval of a call: the tool and a digest of its exact arguments.
 
-    Made by ``Gate.approve`` from the arguments that were shown; a call with
-    any other arguments (another recipient, another text) is not covered.
+    Made by ``Gate.approve`` from the arguments that were shown (or from a
+    dry run's plan: ``Approval(plan["tool"], plan["args_digest"])``); a call
+    with any other arguments (another recipient, another text) is not
+    covered. With ``run_id`` and ``step_id`` it covers that one step only, so
+    the same payment approved once cannot be made again in another step.
     """
 
     tool: str
     args_digest: str
     by: str = ""
+    run_id: str = ""  #: ``""``: any run
+    step_id: str = ""  #: ``""``: any step
+
+    def covers(self, tool: str, args_digest: str, run_id: object, step_id: object) -> bool:
+        """Whether this approval lets that call through."""
+        return (bool(args_digest) and self.tool == tool and self.args_digest == args_digest
+                and self.run_id in ("", run_id) and self.step_id in ("", step_id))
 
 
 class _Compiled:
     """A contract with its compiled checks, and the table objects it was built from."""
 
     __slots__ = ("args", "check_args", "check_result", "contract", "counts", "entry", "fn",
-                 "hash", "needs_approval", "returns", "timeout", "writes")
+                 "hash", "needs_approval", "returns", "risk", "special", "timeout", "writes")
 
     def __init__(self, entry: Mapping[str, Any], contract: ToolContract, counts: _Counts) -> None:
         self.entry = entry
@@ -131,11 +142,16 @@ class _Compiled:
         self.writes = contract.effect == "write"
         self.needs_approval = contract.needs_approval
         self.timeout = contract.timeout
+        self.risk = contract.risk
+        #: Anything beyond check, memo, run: one flag keeps the common read's path short.
+        self.special = self.writes or self.needs_approval or self.timeout is not None
 
 
-#: What one call came to: the envelope, how it was answered (``""``, ``"hit"``,
-#: ``"replay"`` or ``"plan"``) and details for the model (an upstream excerpt).
+#: What a write came to: the envelope, how it was answered (``""`` or ``"replay"``)
+#: and details for the model (an upstream excerpt).
 _Done = tuple[Envelope, str, "dict[str, Any] | None"]
+#: What one body run came to: the envelope, details, and whether the value has undeclared keys.
+_Ran = tuple[Envelope, "dict[str, Any] | None", bool]
 
 
 def _failed(reason: str, details: dict[str, Any] | None = None) -> _Done:
@@ -224,9 +240,14 @@ class Gate:
         reason = _check_result(found, value)
         return "" if reason == UNDECLARED else reason
 
-    def approve(self, name: str, args: Mapping[str, Any], by: str = "") -> Approval:
-        """An approval of calling ``name`` with exactly ``args`` (as shown to the approver)."""
-        return Approval(name, digest(args), by)
+    def approve(self, name: str, args: Mapping[str, Any], by: str = "", *, run_id: str = "",
+                step_id: str = "") -> Approval:
+        """An approval of calling ``name`` with exactly ``args`` (as shown to the approver).
+
+        ``run_id`` and ``step_id`` narrow it to that step; by default any step
+        with the same arguments is covered.
+        """
+        return Approval(name, digest(args), by, run_id, step_id)
 
     def idempotency_key(self, name: str, args: object, run_id: str, step_id: str) -> str | None:
         """The key a write is stored under: run id, step id, tool and its business key.
@@ -256,7 +277,7 @@ class Gate:
         everything but the approval and answers the plan instead of running.
         """
         if self.records is None and not records_log.isEnabledFor(_INFO):
-            return self._call(name, args, echo, scope, run_id, step_id, approvals, dry_run)[0]
+            return self._call(name, args, echo, scope, run_id, step_id, approvals, dry_run)
         return self._recorded(name, args, echo, scope, run_id, step_id, approvals, dry_run)[1]
 
     def call_for_model(
@@ -277,6 +298,8 @@ class Gate:
             name, args, echo, scope, run_id, step_id, approvals, dry_run)
         contract = self.contract(name) if isinstance(name, str) else None
         if not envelope["ok"] or contract is None:  # only a known tool succeeds
+            if details and "raw_excerpt" in details:  # an upstream may echo what it was sent
+                details = {**details, "raw_excerpt": scrub(details["raw_excerpt"], contract, args)}
             return {"ok": False, "error": model_error(envelope["error"], contract, args, details),
                     "request_id": request_id}
         data = envelope["value"] if how == "plan" else redact_value(contract, envelope["value"])
@@ -318,8 +341,9 @@ class Gate:
     ) -> tuple[str, Envelope, str, dict[str, Any] | None]:
         request_id = f"{self._id_prefix}{next(self._ids)}"
         started = time.perf_counter()
-        envelope, how, details = self._call(name, args, echo, scope, run_id, step_id, approvals,
-                                            dry_run)
+        note: list[Any] = []
+        envelope = self._call(name, args, echo, scope, run_id, step_id, approvals, dry_run, note)
+        how, details = note if note else ("", None)
         latency_ms = (time.perf_counter() - started) * 1000
         try:
             self._emit(request_id, name, args, envelope, how, latency_ms)
@@ -346,46 +370,83 @@ class Gate:
     def _call(
         self, name: object, args: object, echo: Mapping[str, object] | None,
         scope: Collection[str] | None, run_id: str | None, step_id: str | None,
-        approvals: Iterable[Approval], dry_run: bool,
-    ) -> _Done:
+        approvals: Iterable[Approval], dry_run: bool, note: list[Any] | None = None,
+    ) -> Envelope:
+        """The pipeline of one call. ``note``, when given, receives how the call was
+        answered (``"hit"``, ``"replay"``, ``"plan"`` or ``""``) and the details for a model.
+        """
         found = self._lookup(name)
         if isinstance(found, str):
-            return _failed("args:" + found)
-        contract, counts = found.contract, found.counts
+            return {"ok": False, "value": None, "error": "args:" + found}
+        counts = found.counts
         # Authority first: a caller without the scope learns nothing about the args.
-        if contract.risk not in (self.scope if scope is None else scope):
+        if found.risk not in (self.scope if scope is None else scope):
             counts.denied += 1
-            return _failed(f"{AUTH_SCOPE}:{contract.risk}")
+            return {"ok": False, "value": None, "error": f"{AUTH_SCOPE}:{found.risk}"}
         reason = _check_args(found, args, echo)
         if reason:
             counts.blocked += 1
-            return _failed("args:" + reason)
-        if dry_run:
-            return {"ok": True, "value": _plan(found, args), "error": ""}, "plan", None
-        if found.needs_approval and not _approved(contract.name, args, approvals):
-            counts.denied += 1
-            return _failed(AUTH_APPROVAL)
-        if found.writes:
-            return self._write(found, args, run_id, step_id)  # type: ignore[arg-type]
-        key = cache_key(contract.name, args, found.hash)
+            return {"ok": False, "value": None, "error": "args:" + reason}
+        if found.special or dry_run:
+            return self._special(found, args, run_id, step_id, approvals, dry_run, note)
+        key = cache_key(found.contract.name, args, found.hash)
         if key is not None:
             remembered = self.cache.get(key, _MISS)
             if remembered is not _MISS:
                 counts.hits += 1
-                return {"ok": True, "value": thaw(remembered), "error": ""}, "hit", None
-        if found.timeout is None:
-            envelope, details, undeclared = _run(found, args)
-        else:
-            done = _within(found.timeout, lambda: _run(found, args))
-            if done is None:
-                counts.timed_out += 1
-                return _failed(TIMEOUT)
-            envelope, details, undeclared = done
+                if note is not None:
+                    note.extend(("hit", None))
+                return {"ok": True, "value": thaw(remembered), "error": ""}
+        envelope, details, undeclared = _run(found, args)
         if key is not None and envelope["ok"]:
-            frozen = freeze(envelope["value"], verify=undeclared)
-            if frozen is not None:
-                self.cache[key] = frozen
-        return envelope, "", details
+            self._remember(key, envelope["value"], undeclared)
+        if note is not None:
+            note.extend(("", details))
+        return envelope
+
+    def _special(self, found: _Compiled, args: Any, run_id: str | None, step_id: str | None,
+                 approvals: Iterable[Approval], dry_run: bool, note: list[Any] | None
+                 ) -> Envelope:
+        """The rest of a call to a write, an approval-bound or a timed tool, or a dry run."""
+        how: str = ""
+        details: dict[str, Any] | None = None
+        envelope: Envelope
+        if dry_run:
+            how, envelope = "plan", {"ok": True, "value": _plan(found, args), "error": ""}
+        elif found.needs_approval and not _approved(found.contract.name, args, approvals, run_id,
+                                                    step_id):
+            found.counts.denied += 1
+            envelope = {"ok": False, "value": None, "error": AUTH_APPROVAL}
+        elif found.writes:
+            envelope, how, details = self._write(found, args, run_id, step_id)
+        else:  # a read with an approval or a timeout; its memo is looked up after both
+            key = cache_key(found.contract.name, args, found.hash)
+            remembered: Any = self.cache.get(key, _MISS) if key is not None else _MISS
+            if remembered is not _MISS:
+                found.counts.hits += 1
+                how, envelope = "hit", {"ok": True, "value": thaw(remembered), "error": ""}
+            else:
+                envelope, details, undeclared = self._timed(found, lambda: _run(found, args))
+                if key is not None and envelope["ok"]:
+                    self._remember(key, envelope["value"], undeclared)
+        if note is not None:
+            note.extend((how, details))
+        return envelope
+
+    def _remember(self, key: Hashable, value: object, undeclared: bool) -> None:
+        frozen = freeze(value, verify=undeclared)
+        if frozen is not None:
+            self.cache[key] = frozen
+
+    def _timed(self, found: _Compiled, work: Callable[[], _Ran]) -> _Ran:
+        """``work()``, within the contract's timeout if it has one; ``timeout`` if it overran."""
+        if found.timeout is None:
+            return work()
+        done = _within(found.timeout, work)
+        if done is None:
+            found.counts.timed_out += 1
+            return {"ok": False, "value": None, "error": TIMEOUT}, None, False
+        return done
 
     def _write(self, found: _Compiled, args: dict[str, Any], run_id: object,
                step_id: object) -> _Done:
@@ -399,14 +460,16 @@ class Gate:
             _log.exception("idempotency store failed to claim %r", key)
             return _failed(WRITE_STORE)
         if claim.state == DONE:
+            replayed = _stored_envelope(claim.outcome)
+            if replayed is None:
+                _log.error("idempotency store answered %r with a malformed outcome", key)
+                return _failed(WRITE_STORE)
             found.counts.replayed += 1
-            stored = claim.outcome or {}
-            return {"ok": stored.get("ok") is True, "value": stored.get("value"),
-                    "error": str(stored.get("error", ""))}, "replay", None
+            return replayed, "replay", None
         if claim.state != RUN:
             return _failed(WRITE_CONFLICT if claim.state == CONFLICT else WRITE_IN_PROGRESS)
 
-        def run_and_store() -> tuple[Envelope, dict[str, Any] | None, bool]:
+        def run_and_store() -> _Ran:
             try:
                 envelope, details, undeclared = _run(found, args)
             except BaseException:  # never leave a key claimed by a body that did not answer
@@ -415,13 +478,9 @@ class Gate:
             self._settle(key, envelope)
             return envelope, details, undeclared
 
-        timeout = found.timeout
-        done = run_and_store() if timeout is None else _within(timeout, run_and_store)
-        if done is None:
-            # The body runs on and stores its outcome; a retry finds it by the key.
-            found.counts.timed_out += 1
-            return _failed(TIMEOUT)
-        return done[0], "", done[1]
+        # On a timeout the body runs on and stores its outcome; a retry finds it by the key.
+        envelope, details, _ = self._timed(found, run_and_store)
+        return envelope, "", details
 
     def _claim(self, key: str, tool: str, args_digest: str) -> Claim:
         deadline = time.monotonic() + self.pending_wait
@@ -499,7 +558,7 @@ def _check_result(compiled: _Compiled, value: object) -> str:
         return SHAPE
 
 
-def _run(found: _Compiled, args: Any) -> tuple[Envelope, dict[str, Any] | None, bool]:
+def _run(found: _Compiled, args: Any) -> _Ran:
     """Run the body once and check its value: ``(envelope, details, undeclared extras)``."""
     counts = found.counts
     counts.runs += 1
@@ -547,18 +606,29 @@ def _within(seconds: float, work: Callable[[], _T]) -> _T | None:
     return answered[0] if answered else None
 
 
+def _stored_envelope(outcome: object) -> Envelope | None:
+    """The envelope a store kept, if it is one: ``ok`` true exactly when ``error`` is empty."""
+    if not isinstance(outcome, dict):
+        return None
+    ok, error = outcome.get("ok"), outcome.get("error")
+    if type(ok) is not bool or not isinstance(error, str) or ok != (error == ""):
+        return None
+    return {"ok": ok, "value": outcome.get("value"), "error": error}
+
+
 def _plan(found: _Compiled, args: Any) -> dict[str, Any]:
     """What a call would do, for ``dry_run``: sensitive arguments redacted, nothing run."""
     contract = found.contract
     return {"tool": contract.name, "args": redact_args(contract, args),
-            "effect": contract.effect, "risk": contract.risk,
+            "args_digest": digest(args), "effect": contract.effect, "risk": contract.risk,
             "needs_approval": contract.needs_approval}
 
 
-def _approved(name: str, args: object, approvals: Iterable[Approval]) -> bool:
+def _approved(name: str, args: object, approvals: Iterable[Approval], run_id: object,
+              step_id: object) -> bool:
     exact = digest(args)
-    return bool(exact) and any(isinstance(approval, Approval) and approval.tool == name
-                               and approval.args_digest == exact for approval in approvals)
+    return any(isinstance(approval, Approval) and approval.covers(name, exact, run_id, step_id)
+               for approval in approvals)
 
 
 def _write_key(found: _Compiled, args: dict[str, Any], run_id: object,
@@ -567,6 +637,8 @@ def _write_key(found: _Compiled, args: dict[str, Any], run_id: object,
     if not isinstance(run_id, str) or not run_id or not isinstance(step_id, str) or not step_id:
         return None
     key_args = found.contract.key_args
+    if any(arg not in args for arg in key_args):
+        return None
     business = digest({arg: args[arg] for arg in key_args} if key_args else args)
     # A JSON list, so that colons inside a run id cannot make two keys alike.
     return json.dumps([run_id, step_id, found.contract.name, business[:32]]) if business else None

@@ -10,13 +10,12 @@ same five methods with the same atomic ``claim``.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
 import time
 from typing import Any, NamedTuple, Protocol
-
-import orjson
 
 __all__ = [
     "CONFLICT",
@@ -102,8 +101,9 @@ class SqliteStore:
 
     Threads share one connection behind a lock; processes open their own and
     SQLite's file locking makes ``claim`` atomic between them. Outcomes are
-    stored as JSON: a write should answer JSON values, and anything else comes
-    back from a repeat as its ``repr``.
+    stored as JSON: a write should answer JSON values; otherwise a repeat gets
+    the JSON form (a tuple comes back a list, a non-str key its ``repr``, any
+    other object its ``repr``).
     """
 
     def __init__(self, path: str | os.PathLike[str] = ":memory:", *,
@@ -114,9 +114,22 @@ class SqliteStore:
                                    check_same_thread=False)
         with self._lock:
             if self.path != ":memory:":
-                # WAL lets readers in other processes go on while one claims.
-                self._db.execute("PRAGMA journal_mode=WAL")
+                self._use_wal(busy_timeout)
             self._db.execute(_SCHEMA)
+
+    def _use_wal(self, busy_timeout: float) -> None:
+        # WAL lets readers in other processes go on while one claims. Switching a
+        # new file to it fails at once, not after the busy timeout, while another
+        # process holds the file's write lock: wait for that process here.
+        deadline = time.monotonic() + busy_timeout
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
 
     def claim(self, key: str, tool: str, args_digest: str) -> Claim:
         while True:
@@ -137,7 +150,7 @@ class SqliteStore:
             return Claim(PENDING)
 
     def finish(self, key: str, outcome: dict[str, Any]) -> None:
-        blob = orjson.dumps(outcome, default=repr, option=orjson.OPT_NON_STR_KEYS)
+        blob = json.dumps(_as_json(outcome, 0), default=repr)
         with self._lock:
             self._db.execute("UPDATE agtool_writes SET state = 'done', outcome = ? WHERE key = ?",
                              (blob, key))
@@ -154,7 +167,7 @@ class SqliteStore:
                 " WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
-        outcome = None if row[4] is None else orjson.loads(row[4])
+        outcome = None if row[4] is None else json.loads(row[4])
         return StoredWrite(row[0], row[1], row[2], row[3], outcome, row[5])
 
     def forget(self, key: str) -> bool:
@@ -166,3 +179,22 @@ class SqliteStore:
         """Close the connection; the file keeps every outcome."""
         with self._lock:
             self._db.close()
+
+
+def _as_json(value: Any, depth: int) -> Any:
+    """``value`` with what JSON cannot hold made JSON: lists for tuples, ``repr`` for keys."""
+    if depth > _MAX_DEPTH:
+        return repr(value)
+    if type(value) is int and value.bit_length() > _MAX_INT_BITS:
+        return hex(value)  # json.dumps, like repr, refuses an int this long
+    if isinstance(value, dict):
+        return {key if isinstance(key, (str, int, float, bool)) or key is None else repr(key):
+                _as_json(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_json(item, depth + 1) for item in value]
+    return value
+
+
+_MAX_DEPTH = 64
+#: Python prints at most 4300 decimal digits of an int (about 14,000 bits).
+_MAX_INT_BITS = 14_000

@@ -19,6 +19,7 @@ from typing import Any
 
 from ._reference import measure_reference
 from ._render import BENCHMARK_HEADING, render_markdown
+from ._writes import measure_writes
 
 __all__ = ["REPORT_DIR", "build_report", "main", "render_markdown", "write_report"]
 
@@ -39,6 +40,8 @@ def build_report(progress: Progress, *, benchmark: bool = True,
     """
     progress("running the reference tools and graphs")
     report = measure_reference()
+    progress("running writes, approvals and records")
+    report["side_effects"] = measure_writes()
     from hypothesis import settings  # the harness needs Hypothesis: imported only when asked
 
     from ._harness import REPORT_SETTINGS, measure_harness

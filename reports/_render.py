@@ -21,6 +21,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         *_blocked_section(report),
         *_result_section(report),
         *_failure_section(report),
+        *_side_effects_section(report.get("side_effects")),
         *_harness_section(report.get("harness")),
         *_benchmark_section(report.get("benchmark")),
     ]
@@ -96,6 +97,38 @@ def _failure_section(report: dict[str, Any]) -> list[str]:
         f"- The order whose stock is empty: gave up = **{report['gave_up']}** after "
         f"**{report['gave_up_attempts']}** attempt(s), on `{report['gave_up_reason']}`: asking "
         "again would give the same empty answer, so it is not retried.",
+        "",
+    ]
+
+
+def _side_effects_section(figures: dict[str, Any] | None) -> list[str]:
+    if not figures:
+        return []
+    retries, threads, timeout = figures["retries"], figures["threads"], figures["timeout"]
+    refused, records, error = figures["refused"], figures["records"], figures["model_error"]
+    return [
+        "## Safe side effects (writes, authority, records)",
+        "",
+        "Two write tools on a SQLite store: `reserve_stock` (keyed by its order id) and "
+        "`notify_customer` (an external effect, which needs an approval of its exact arguments).",
+        "",
+        "| scenario | calls | body runs |",
+        "|---|---:|---:|",
+        f"| the same write retried with one idempotency key | {retries['calls']} | "
+        f"{retries['body_runs']} |",
+        f"| the same approved write from {threads['calls']} threads at once | "
+        f"{threads['calls']} | {threads['body_runs']} |",
+        f"| the same write after a restart on the same store | 1 | "
+        f"{figures['restart']['body_runs']} |",
+        f"| a write that timed out (`{timeout['first']}`), then retried (ok = "
+        f"{timeout['retry_ok']}) | 2 | {timeout['body_runs']} |",
+        f"| refused: caller without the scope (`{refused['scope']}`), an approval of other "
+        f"args (`{refused['approval']}`) | 2 | {refused['body_runs']} |",
+        "",
+        f"The same key with other arguments answered `{figures['conflict']}`. "
+        f"{records['count']} call records were written; the sensitive phone number appears in "
+        f"them **{records['sensitive_values_found']}** times. The model is handed "
+        f"`{error['code']}` (retryable = {error['retryable']}): \"{error['message']}\".",
         "",
     ]
 

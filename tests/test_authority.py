@@ -398,9 +398,13 @@ def test_reads_and_reversible_writes_need_no_approval(risk: str) -> None:
 # -- Dry run -------------------------------------------------------------------------------------
 
 
-def expected_plan(name: str, risk: str, args: dict[str, Any]) -> dict[str, Any]:
-    """The plan the test expects, from what it declared."""
-    return {"tool": name, "args": args, "effect": "read" if risk in READ_RISKS else "write",
+def expected_plan(name: str, risk: str, args: dict[str, Any],
+                  approved: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The plan the test expects, from what it declared; its digest is the one an approval of
+    the real arguments (``approved``, default ``args``) carries."""
+    digest = Gate({}).approve(name, args if approved is None else approved).args_digest
+    return {"tool": name, "args": args, "args_digest": digest,
+            "effect": "read" if risk in READ_RISKS else "write",
             "risk": risk, "needs_approval": risk in APPROVAL_RISKS}
 
 
@@ -429,6 +433,37 @@ def test_the_plan_is_what_is_approved(risk: str) -> None:
     assert body.calls == [VALID]
 
 
+def test_an_approval_made_from_the_plans_digest_covers_only_that_call() -> None:
+    """With a sensitive argument redacted in the plan, the plan's digest is what is approved:
+    it lets the planned call through and not one with another secret."""
+    args = {**ARGS, "token": {"type": "str", "sensitive": True}}
+    body = Body()
+    gate = Gate({"t": entry(body, "irreversible", args)}, scope={"irreversible"})
+    planned = {**VALID, "token": "tok-123456"}
+    plan = call(gate, "t", planned, dry_run=True)["value"]
+    approval = Approval(plan["tool"], plan["args_digest"], by="ops")
+    assert call(gate, "t", {**planned, "token": "tok-999999"}, approvals=[approval])["error"] == (
+        "auth:approval")
+    assert body.count == 0
+    assert call(gate, "t", planned, approvals=[approval])["ok"] is True
+    assert body.calls == [planned]
+
+
+@pytest.mark.parametrize("risk", sorted(APPROVAL_RISKS))
+def test_an_approval_bound_to_a_step_covers_that_step_only(risk: str) -> None:
+    """An approval given with run and step ids does not let the same args through elsewhere."""
+    body = Body()
+    gate = approval_gate(risk, body)
+    approval = gate.approve("t", VALID, run_id="run-1", step_id="pay")
+    for run_id, step_id in (("run-1", "pay-again"), ("run-2", "pay"), (None, None)):
+        envelope = gate.call_tool("t", VALID, run_id=run_id, step_id=step_id,
+                                  approvals=[approval])
+        assert envelope["error"] == "auth:approval"
+    assert body.count == 0
+    assert gate.call_tool("t", VALID, run_id="run-1", step_id="pay", approvals=[approval])["ok"]
+    assert body.calls == [VALID]
+
+
 def test_dry_run_plan_redacts_sensitive_args() -> None:
     """The plan shows a sensitive argument as REDACTED and every other argument as given."""
     args = {**ARGS, "token": {"type": "str", "sensitive": True}}
@@ -436,7 +471,8 @@ def test_dry_run_plan_redacts_sensitive_args() -> None:
     gate = Gate({"t": entry(body, "external_effect", args)}, scope={"external_effect"})
     given_args = {**VALID, "token": "tok-123456"}
     plan = call(gate, "t", given_args, dry_run=True)["value"]
-    assert plan == expected_plan("t", "external_effect", {**VALID, "token": REDACTED})
+    assert plan == expected_plan("t", "external_effect", {**VALID, "token": REDACTED},
+                                 given_args)
     assert body.count == 0
 
 

@@ -71,6 +71,25 @@ def test_harness_figures_count_examples_and_find_no_failure(report: dict[str, An
                                             "max"}
 
 
+def test_side_effects_figures_are_the_promises(report: dict[str, Any]) -> None:
+    """Writes ran once per key however called; refused calls ran nothing; no secret was recorded."""
+    figures = report["side_effects"]
+    assert figures["retries"]["calls"] > 1
+    assert figures["retries"]["body_runs"] == 1
+    assert figures["threads"]["calls"] > 1
+    assert figures["threads"]["body_runs"] == 1
+    assert figures["restart"]["body_runs"] == 0
+    assert figures["timeout"] == {"first": "timeout", "retry_ok": True, "body_runs": 1}
+    assert figures["conflict"] == "write:conflict"
+    assert figures["refused"] == {"scope": "auth:scope:external_effect",
+                                  "approval": "auth:approval", "body_runs": 0}
+    assert figures["records"]["count"] > 0
+    assert figures["records"]["sensitive_values_found"] == 0
+    assert figures["model_error"]["code"] == "INVALID_ARGUMENT"
+    assert figures["model_error"]["message"].startswith(
+        "region must be one of " + ", ".join(tools.REGIONS))
+
+
 def test_markdown_has_the_four_seed_sections_in_order(report: dict[str, Any]) -> None:
     """The Markdown has the seed's four headings, in order, each followed by an English line."""
     lines = reports.render_markdown(report).splitlines()
@@ -147,6 +166,6 @@ def test_agtool_report_delegates_to_the_report(tmp_path: Path,
 def test_committed_report_has_every_section() -> None:
     """The report committed in reports/ was generated with every section, benchmark included."""
     committed = json.loads((reports.REPORT_DIR / "tool_report.json").read_text("utf-8"))
-    assert committed.keys() >= SEED_KEYS | {"harness", "benchmark"}
+    assert committed.keys() >= SEED_KEYS | {"harness", "benchmark", "side_effects"}
     text = (reports.REPORT_DIR / "tool_report.md").read_text("utf-8")
     assert all(heading in text for heading in HEADINGS)

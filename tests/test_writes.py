@@ -142,6 +142,51 @@ def wait_for_state(store: SqliteStore, key: str, state: str) -> StoredWrite:
     raise AssertionError(f"{key} never reached {state!r}: {store.lookup(key)}")
 
 
+def gate_digest(gate: Gate, args: dict[str, Any]) -> str:
+    """The args digest the gate claims with, read from a store that refuses the claim."""
+    spy = SpyStore(fail={"claim"})
+    spying = Gate(gate.table, scope=WRITE_SCOPE, store=spy)
+    assert spying.call_tool("place", dict(args), run_id="spy", step_id="spy")["error"] == (
+        "write:store")
+    return spy.claims[0][2]
+
+
+class SpyStore:
+    """A ``WriteStore`` over an in-memory ``SqliteStore`` that logs claims and can be broken."""
+
+    def __init__(self, *, fail: Iterable[str] = ()) -> None:
+        self.inner = SqliteStore()
+        self.fail = set(fail)
+        self.claims: list[tuple[str, str, str]] = []
+        self.calls: Counter[str] = Counter()
+
+    def _maybe_fail(self, method: str) -> None:
+        self.calls[method] += 1
+        if method in self.fail:
+            raise OSError(f"store down in {method}")
+
+    def claim(self, key: str, tool: str, args_digest: str) -> Claim:
+        self.claims.append((key, tool, args_digest))
+        self._maybe_fail("claim")
+        return self.inner.claim(key, tool, args_digest)
+
+    def finish(self, key: str, outcome: dict[str, Any]) -> None:
+        self._maybe_fail("finish")
+        self.inner.finish(key, outcome)
+
+    def release(self, key: str) -> None:
+        self._maybe_fail("release")
+        self.inner.release(key)
+
+    def lookup(self, key: str) -> StoredWrite | None:
+        self._maybe_fail("lookup")
+        return self.inner.lookup(key)
+
+    def forget(self, key: str) -> bool:
+        self._maybe_fail("forget")
+        return self.inner.forget(key)
+
+
 # -- Never memoized ------------------------------------------------------------------------------
 
 
@@ -329,6 +374,15 @@ def test_idempotency_key_is_none_for_reads_and_non_dict_args() -> None:
     assert gate.idempotency_key("nope", ARGS, "r", "s") is None
     assert gate.idempotency_key("place", [("order", "A-1")], "r", "s") is None
     assert gate.idempotency_key("place", ARGS, "r", "s") is not None
+    assert gate.idempotency_key("place", ARGS, "", "s") is None
+
+
+def test_idempotency_key_is_none_without_the_business_key() -> None:
+    """Args that lack a key arg have no key (they would be refused before any claim)."""
+    gate = write_gate(Body(), key_args=["order"])
+    without = {key: value for key, value in ARGS.items() if key != "order"}
+    assert gate.idempotency_key("place", without, "r", "s") is None
+    assert gate.idempotency_key("place", ARGS, "r", "s") is not None
 
 
 # -- Restarts ------------------------------------------------------------------------------------
@@ -379,51 +433,6 @@ def test_key_claimed_by_a_dead_caller_stays_in_progress_until_forgotten(
     assert restarted.store.forget(key)
     assert place(restarted) == ok({"order": "A-1", "serial": 1})
     assert body.count == 1
-
-
-def gate_digest(gate: Gate, args: dict[str, Any]) -> str:
-    """The args digest the gate claims with, read from a store that refuses the claim."""
-    spy = SpyStore(fail={"claim"})
-    spying = Gate(gate.table, scope=WRITE_SCOPE, store=spy)
-    assert spying.call_tool("place", dict(args), run_id="spy", step_id="spy")["error"] == (
-        "write:store")
-    return spy.claims[0][2]
-
-
-class SpyStore:
-    """A ``WriteStore`` over an in-memory ``SqliteStore`` that logs claims and can be broken."""
-
-    def __init__(self, *, fail: Iterable[str] = ()) -> None:
-        self.inner = SqliteStore()
-        self.fail = set(fail)
-        self.claims: list[tuple[str, str, str]] = []
-        self.calls: Counter[str] = Counter()
-
-    def _maybe_fail(self, method: str) -> None:
-        self.calls[method] += 1
-        if method in self.fail:
-            raise OSError(f"store down in {method}")
-
-    def claim(self, key: str, tool: str, args_digest: str) -> Claim:
-        self.claims.append((key, tool, args_digest))
-        self._maybe_fail("claim")
-        return self.inner.claim(key, tool, args_digest)
-
-    def finish(self, key: str, outcome: dict[str, Any]) -> None:
-        self._maybe_fail("finish")
-        self.inner.finish(key, outcome)
-
-    def release(self, key: str) -> None:
-        self._maybe_fail("release")
-        self.inner.release(key)
-
-    def lookup(self, key: str) -> StoredWrite | None:
-        self._maybe_fail("lookup")
-        return self.inner.lookup(key)
-
-    def forget(self, key: str) -> bool:
-        self._maybe_fail("forget")
-        return self.inner.forget(key)
 
 
 # -- Threads and processes -----------------------------------------------------------------------
@@ -690,6 +699,36 @@ def test_store_whose_finish_raises_answers_the_body_and_keeps_the_key() -> None:
     assert stored.state == "pending"
 
 
+class ForgetfulStore(SpyStore):
+    """Says a key is done but hands back an outcome that is no envelope."""
+
+    def __init__(self, outcome: Any) -> None:
+        super().__init__()
+        self.outcome = outcome
+
+    def claim(self, key: str, tool: str, args_digest: str) -> Claim:
+        self.claims.append((key, tool, args_digest))
+        return Claim("done", self.outcome)
+
+
+@pytest.mark.parametrize("outcome", [
+    pytest.param(None, id="none"),
+    pytest.param({}, id="empty"),
+    pytest.param({"ok": False, "value": None, "error": ""}, id="failure-without-reason"),
+    pytest.param({"ok": True, "value": 1, "error": "raised:X"}, id="success-with-reason"),
+    pytest.param({"ok": 1, "value": 1, "error": ""}, id="ok-not-a-bool"),
+    pytest.param(["ok"], id="not-a-dict"),
+])
+def test_a_malformed_stored_outcome_is_a_store_failure(outcome: Any) -> None:
+    """A store answering done with no honest envelope gives ``write:store``, never a false answer,
+    and the body does not run."""
+    body = Body()
+    gate = write_gate(body, store=ForgetfulStore(outcome))
+    assert place(gate) == failed("write:store")
+    assert body.count == 0
+    assert gate.stats("place").replayed == 0
+
+
 def test_store_whose_release_raises_keeps_the_key_after_a_retryable_failure() -> None:
     """A retryable failure whose key cannot be freed: the repeat answers ``write:in_progress``."""
     body = Body([UpstreamError(503)])
@@ -727,6 +766,7 @@ def test_dry_run_answers_the_plan_without_running_or_claiming(risk: str,
     args = {"order": "A-1", "qty": 3, "note": "card 4111"}
     plan = place(gate, args, dry_run=True)
     assert plan == ok({"tool": "place", "args": {"order": "A-1", "qty": 3, "note": "[redacted]"},
+                       "args_digest": gate.approve("place", args).args_digest,
                        "effect": "write", "risk": risk, "needs_approval": needs_approval})
     assert body.count == 0
     key = gate.idempotency_key("place", args, "run-1", "step-1")
@@ -821,6 +861,7 @@ class WriteMachine(RuleBasedStateMachine):
         self.serial = 0
         self.current: ModelKey = ()
         self.body_runs: Counter[ModelKey] = Counter()  # what the bodies did
+        self.keeping_runs: Counter[ModelKey] = Counter()  # runs whose outcome is not retryable
         self.table = {
             "keyed": {"fn": self.body, "args": ORDER_ARGS, "returns": ORDER_RETURNS,
                       "effect": "write", "key_args": ["order"]},
@@ -840,6 +881,8 @@ class WriteMachine(RuleBasedStateMachine):
     def body(self, order: str, qty: int, note: str = "") -> Any:
         self.body_runs[self.current] += 1
         self.serial += 1
+        if self.behaviour != "upstream":
+            self.keeping_runs[self.current] += 1
         if self.behaviour == "upstream":
             raise UpstreamError(503)
         if self.behaviour == "raises":
@@ -928,12 +971,11 @@ class WriteMachine(RuleBasedStateMachine):
 
     @invariant()
     def bodies_ran_as_the_model_says(self) -> None:
-        """Each key's body ran once per retryable failure plus once if it ended stored."""
+        """Each key's body ran once per retryable failure plus once if it ended stored, and the
+        runs whose outcome is kept (any but a retryable failure) number at most one per key."""
         assert self.body_runs == self.expected_runs
-        for key in self.stored:
-            freed = self.expected_runs[key] - 1
-            assert freed >= 0
-            assert self.body_runs[key] == freed + 1
+        assert all(runs == 1 for runs in self.keeping_runs.values())
+        assert set(self.keeping_runs) == set(self.stored)
 
     @invariant()
     def gates_counted_replays_and_runs(self) -> None:

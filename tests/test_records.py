@@ -1,0 +1,833 @@
+"""Call records, redaction, contract hashes and the model's view of output.
+
+One ``CallRecord`` per call goes to the gate's sink and to the ``agtool.calls``
+logger; records, logs, the JSON-lines file and everything handed to a model
+never carry a value the contract marks sensitive. Expectations are built from
+what each test planted (the calls it made, the secrets it drew); body runs are
+counted by the bodies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import re
+import string
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import agtool
+from agtool import (
+    REDACTED,
+    UNTRUSTED_NOTE,
+    CallRecord,
+    Gate,
+    JsonLinesSink,
+    UpstreamError,
+    contract_hash,
+)
+
+#: The fields a record promises, written out here rather than read from the dataclass.
+RECORD_FIELDS = {"request_id", "tool", "ok", "code", "reason", "latency_ms", "memo_hit",
+                 "replayed", "args_digest", "contract_hash"}
+HEX64 = re.compile(r"[0-9a-f]{64}")
+MARK = "SECRET-"
+
+
+class Body:
+    """A tool body that counts its runs and answers ``make(kwargs)``."""
+
+    def __init__(self, make: Callable[[dict[str, Any]], Any] | None = None) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.make = make or (lambda kwargs: {"n": 1})
+
+    def __call__(self, **kwargs: Any) -> Any:
+        self.calls.append(kwargs)
+        return self.make(kwargs)
+
+    @property
+    def count(self) -> int:
+        return len(self.calls)
+
+
+class ListSink:
+    """A record sink keeping every record it is handed."""
+
+    def __init__(self) -> None:
+        self.records: list[CallRecord] = []
+
+    def __call__(self, record: CallRecord) -> None:
+        self.records.append(record)
+
+
+class Capture(logging.Handler):
+    """Keeps every log record of the ``agtool`` loggers and its formatted text."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+        self.records: list[logging.LogRecord] = []
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        self.lines.append(self.format(record))
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+@contextlib.contextmanager
+def captured_logs(level: int = logging.DEBUG) -> Iterator[Capture]:
+    """Attach a ``Capture`` to the ``agtool`` logger (parent of ``agtool.calls``) for a block."""
+    logger = logging.getLogger("agtool")
+    handler, old = Capture(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old)
+
+
+# -- One record per call -------------------------------------------------------------------------
+
+
+def record_table(look: Body, send: Body) -> dict[str, dict[str, Any]]:
+    return {
+        "look": {"fn": look, "args": {"q": {"type": "str", "max_len": 3}},
+                 "returns": {"n": {"type": "int"}}},
+        "empty": {"fn": lambda: {"rows": []}, "args": {},
+                  "returns": {"rows": {"type": "list"}}},
+        "bad": {"fn": lambda: {"n": "x"}, "args": {}, "returns": {"n": {"type": "int"}}},
+        "private": {"fn": Body(), "args": {}, "returns": {}, "risk": "read_sensitive"},
+        "send": {"fn": send, "args": {"to": {"type": "str"}}, "returns": {"n": {"type": "int"}},
+                 "effect": "write", "risk": "reversible_write"},
+        "wire": {"fn": Body(), "args": {"to": {"type": "str"}}, "returns": {},
+                 "effect": "write", "risk": "irreversible"},
+        "gateway": {"fn": _raises(UpstreamError(503, "down")), "args": {}, "returns": {}},
+    }
+
+
+def _raises(exc: Exception) -> Callable[..., Any]:
+    def body(**kwargs: Any) -> Any:
+        raise exc
+    return body
+
+
+W = {"run_id": "r", "step_id": "s1"}
+# (method, tool, args, kwargs, ok, code, reason, memo_hit, replayed), in call order.
+RECORDED_CALLS: list[tuple[str, str, Any, dict[str, Any], bool, str, str, bool, bool]] = [
+    ("tool", "look", {"q": "a"}, {}, True, "", "", False, False),
+    ("model", "look", {"q": "a"}, {}, True, "", "", True, False),
+    ("tool", "look", {"q": "long"}, {}, False, "INVALID_ARGUMENT", "args:max_len:q", False,
+     False),
+    ("model", "look", {"q": "b"}, {}, True, "", "", False, False),
+    ("tool", "look", {"q": "b"}, {}, True, "", "", True, False),
+    ("tool", "look", {"q": "a"}, {"dry_run": True}, True, "", "", False, False),
+    ("tool", "empty", {}, {}, False, "EMPTY_RESULT", "result:empty", False, False),
+    ("model", "bad", {}, {}, False, "BAD_RESULT", "result:shape", False, False),
+    ("tool", "private", {}, {}, False, "PERMISSION_DENIED", "auth:scope:read_sensitive",
+     False, False),
+    ("model", "wire", {"to": "x"}, W, False, "APPROVAL_REQUIRED", "auth:approval", False, False),
+    ("tool", "send", {"to": "x"}, W, True, "", "", False, False),
+    ("model", "send", {"to": "x"}, W, True, "", "", False, True),
+    ("tool", "send", {"to": "x"}, W, True, "", "", False, True),
+    ("model", "send", {"to": "x"}, {}, False, "INTERNAL", "write:no_key", False, False),
+    ("tool", "gateway", {}, {}, False, "UPSTREAM_ERROR", "upstream:503", False, False),
+    ("model", "nope", {}, {}, False, "UNKNOWN_TOOL", "args:unknown_tool", False, False),
+]
+
+
+def test_one_record_per_call_with_its_outcome() -> None:
+    """Each call_tool and call_for_model call hands the sink exactly one record of its outcome.
+
+    ok, code ("" on success), reason, memo_hit (memo hits only), replayed (write
+    replays only), the contract hash and a 64-hex args digest are the ones the
+    test expects for the call it made; call_for_model's request id and code are
+    the record's; request ids are unique; latency is a non-negative number.
+    """
+    look, send = Body(), Body(lambda kwargs: {"n": 2})
+    sink = ListSink()
+    gate = Gate(record_table(look, send), records=sink,
+                scope={"read_public", "reversible_write", "irreversible"})
+    answers = []
+    for method, tool, args, kwargs, *_ in RECORDED_CALLS:
+        if method == "tool":
+            answers.append(gate.call_tool(tool, args, **kwargs))
+        else:
+            answers.append(gate.call_for_model(tool, args, **kwargs))
+
+    assert len(sink.records) == len(RECORDED_CALLS)
+    for record, answer, expected in zip(sink.records, answers, RECORDED_CALLS, strict=True):
+        method, tool, args, kwargs, ok, code, reason, memo_hit, replayed = expected
+        assert isinstance(record, CallRecord)
+        assert set(record.as_dict()) == RECORD_FIELDS
+        assert (record.tool, record.ok, record.code, record.reason) == (tool, ok, code, reason)
+        assert (record.memo_hit, record.replayed) == (memo_hit, replayed), expected
+        assert isinstance(record.latency_ms, float)
+        assert record.latency_ms >= 0
+        assert HEX64.fullmatch(record.args_digest)
+        known = gate.contract(tool)
+        assert record.contract_hash == ("" if known is None else contract_hash(known))
+        if method == "model":
+            assert answer["request_id"] == record.request_id
+            assert answer["ok"] is ok
+            if not ok:
+                assert answer["error"]["code"] == code
+                assert answer["error"]["details"]["reason"] == reason
+        else:
+            assert answer["ok"] is ok
+            assert answer["error"] == reason
+    ids = [record.request_id for record in sink.records]
+    assert len(set(ids)) == len(ids)
+    assert all(isinstance(request_id, str) and request_id for request_id in ids)
+    assert look.count == 2  # q=a and q=b; every repeat was a memo hit
+    assert send.count == 1  # the repeats were replays
+    digests = {(tool, json.dumps(args, sort_keys=True)): record.args_digest
+               for (_, tool, args, *_), record in zip(RECORDED_CALLS, sink.records, strict=True)}
+    assert digests[("look", '{"q": "a"}')] != digests[("look", '{"q": "b"}')]
+
+
+def test_request_ids_differ_across_gates() -> None:
+    """Two gates never hand out the same request id, so records from both can share a file."""
+    sink = ListSink()
+    table = {"t": {"fn": Body(), "args": {}, "returns": {"n": {"type": "int"}}}}
+    first, second = Gate(table, records=sink), Gate(table, records=sink)
+    for _ in range(3):
+        first.call_tool("t", {})
+        second.call_tool("t", {})
+    ids = [record.request_id for record in sink.records]
+    assert len(ids) == 6
+    assert len(set(ids)) == 6
+
+
+def test_records_go_to_the_calls_logger_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    """With no sink, each call logs one INFO record on agtool.calls carrying agtool_record."""
+    caplog.set_level(logging.INFO, logger="agtool.calls")
+    body = Body()
+    gate = Gate({"t": {"fn": body, "args": {"q": {"type": "str"}},
+                       "returns": {"n": {"type": "int"}}}})
+    gate.call_tool("t", {"q": "a"})
+    answer = gate.call_for_model("t", {"q": "a"})
+    gate.call_tool("t", {"q": 1})
+    logged = [record for record in caplog.records if record.name == "agtool.calls"]
+    assert len(logged) == 3
+    for record in logged:
+        assert record.levelno == logging.INFO
+        assert isinstance(record.agtool_record, dict)  # type: ignore[attr-defined]
+        assert set(record.agtool_record) == RECORD_FIELDS  # type: ignore[attr-defined]
+        assert record.agtool_record["request_id"] in record.getMessage()  # type: ignore[attr-defined]
+    as_logged = [record.agtool_record for record in logged]  # type: ignore[attr-defined]
+    assert [(r["ok"], r["memo_hit"], r["reason"]) for r in as_logged] == [
+        (True, False, ""), (True, True, ""), (False, False, "args:type:q")]
+    assert as_logged[1]["request_id"] == answer["request_id"]
+    assert body.count == 1
+
+
+def test_logged_record_is_the_sink_record(caplog: pytest.LogCaptureFixture) -> None:
+    """With both a sink and the logger, the logged agtool_record is the sink's record as a dict."""
+    caplog.set_level(logging.INFO, logger="agtool.calls")
+    sink = ListSink()
+    gate = Gate({"t": {"fn": Body(), "args": {}, "returns": {"n": {"type": "int"}}}},
+                records=sink)
+    gate.call_tool("t", {})
+    gate.call_for_model("t", {"x": 1})
+    logged = [record.agtool_record for record in caplog.records  # type: ignore[attr-defined]
+              if record.name == "agtool.calls"]
+    assert logged == [record.as_dict() for record in sink.records]
+    assert len(logged) == 2
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("sink down"), OSError("disk full"), KeyError("k")])
+def test_a_raising_sink_does_not_break_the_call(exc: Exception,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """A sink that raises leaves each call's answer intact and is logged on agtool."""
+    caplog.set_level(logging.ERROR, logger="agtool")
+    body = Body()
+    gate = Gate({"t": {"fn": body, "args": {}, "returns": {"n": {"type": "int"}}}},
+                records=_raises(exc))
+    assert gate.call_tool("t", {}) == {"ok": True, "value": {"n": 1}, "error": ""}
+    answer = gate.call_for_model("t", {})
+    assert answer["ok"] is True
+    assert answer["data"] == {"n": 1}
+    assert gate.call_tool("t", {"x": 1})["error"] == "args:unexpected:x"
+    assert body.count == 1
+    errors = [record for record in caplog.records
+              if record.name == "agtool" and record.levelno == logging.ERROR]
+    assert len(errors) == 3
+
+
+# -- JsonLinesSink -------------------------------------------------------------------------------
+
+
+def test_json_lines_sink_writes_one_object_per_line(tmp_path: Path) -> None:
+    """JsonLinesSink appends one JSON object per call, equal to the record, after what was there."""
+    path = tmp_path / "calls.jsonl"
+    path.write_text('{"earlier": true}\n', encoding="utf-8")
+    file_sink, kept = JsonLinesSink(path), ListSink()
+
+    def both(record: CallRecord) -> None:
+        kept(record)
+        file_sink(record)
+
+    table = {"재고": {"fn": Body(), "args": {"q": {"type": "str"}},
+                     "returns": {"n": {"type": "int"}}}}
+    gate = Gate(table, records=both)
+    gate.call_tool("재고", {"q": "a"})
+    gate.call_for_model("재고", {"q": "a"})
+    gate.call_tool("재고", {})
+    gate.call_for_model("nope", {})
+
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert text.endswith("\n")
+    assert lines[0] == '{"earlier": true}'
+    rows = [json.loads(line) for line in lines[1:]]
+    assert len(rows) == 4
+    for row, record in zip(rows, kept.records, strict=True):
+        assert isinstance(row, dict)
+        assert set(row) == RECORD_FIELDS
+        assert row == record.as_dict()
+    assert [row["memo_hit"] for row in rows] == [False, True, False, False]
+    assert [row["code"] for row in rows] == ["", "", "INVALID_ARGUMENT", "UNKNOWN_TOOL"]
+    assert "재고" in text  # written as text, not \\u escapes
+
+
+def test_json_lines_sink_accepts_a_str_path(tmp_path: Path) -> None:
+    """A str path works as well as a Path, and the file is created on the first record."""
+    path = tmp_path / "new.jsonl"
+    gate = Gate({"t": {"fn": Body(), "args": {}, "returns": {"n": {"type": "int"}}}},
+                records=JsonLinesSink(str(path)))
+    assert not path.exists()
+    gate.call_tool("t", {})
+    [row] = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert row["tool"] == "t"
+    assert row["ok"] is True
+
+
+# -- args_digest ---------------------------------------------------------------------------------
+
+DIGEST_ARGS: dict[str, Any] = {
+    "user": {"type": "str"},
+    "limit": {"type": "int", "required": False},
+    "password": {"type": "str", "sensitive": True},
+    "tokens": {"type": "list", "required": False, "item": {"type": "str", "sensitive": True}},
+    "cards": {"type": "list", "required": False,
+              "item": {"number": {"type": "str", "sensitive": True}, "label": {"type": "str"}}},
+}
+
+
+def digest_of(args: dict[str, Any]) -> str:
+    """The args_digest of the record of one call with ``args`` (on a fresh gate)."""
+    sink = ListSink()
+    gate = Gate({"t": {"fn": Body(), "args": DIGEST_ARGS, "returns": {"n": {"type": "int"}}}},
+                records=sink)
+    gate.call_tool("t", args)
+    [record] = sink.records
+    return record.args_digest
+
+
+BASE = {"user": "ann", "limit": 3, "password": "pw-one", "tokens": ["tok-a", "tok-b"],
+        "cards": [{"number": "4111-1", "label": "main"}]}
+
+
+def test_args_digest_ignores_key_order() -> None:
+    """The same args in another key order (nested dicts too) give the same digest."""
+    reordered = {"cards": [{"label": "main", "number": "4111-1"}],
+                 "tokens": ["tok-a", "tok-b"], "password": "pw-one", "limit": 3, "user": "ann"}
+    assert list(reordered) != list(BASE)
+    assert digest_of(reordered) == digest_of(BASE)
+
+
+@pytest.mark.parametrize("changed", [
+    pytest.param({**BASE, "user": "bob"}, id="user"),
+    pytest.param({**BASE, "limit": 4}, id="limit"),
+    pytest.param({**BASE, "cards": [{"number": "4111-1", "label": "spare"}]}, id="nested-label"),
+    pytest.param({**BASE, "tokens": ["tok-a"]}, id="sensitive-list-length"),
+    pytest.param({k: v for k, v in BASE.items() if k != "limit"}, id="optional-dropped"),
+])
+def test_args_digest_changes_with_a_non_sensitive_arg(changed: dict[str, Any]) -> None:
+    """Changing what is not sensitive (a value, a nested label, how many items) changes it."""
+    assert digest_of(changed) != digest_of(BASE)
+
+
+@pytest.mark.parametrize("changed", [
+    pytest.param({**BASE, "password": "pw-two"}, id="top-level"),
+    pytest.param({**BASE, "tokens": ["tok-x", "tok-y"]}, id="list-items"),
+    pytest.param({**BASE, "cards": [{"number": "5500-9", "label": "main"}]}, id="item-key"),
+    pytest.param({**BASE, "password": REDACTED}, id="the-redaction-text-itself"),
+])
+def test_args_digest_ignores_sensitive_values(changed: dict[str, Any]) -> None:
+    """Changing only sensitive values (top level, list items, keys of items) keeps the digest."""
+    assert digest_of(changed) == digest_of(BASE)
+
+
+secrets_ = st.text(string.ascii_letters + string.digits, min_size=8, max_size=16).map(
+    lambda tail: MARK + tail)
+
+
+@given(first=secrets_, second=secrets_, user=st.text(string.ascii_lowercase, max_size=6))
+def test_args_digest_is_blind_to_any_sensitive_value(first: str, second: str,
+                                                     user: str) -> None:
+    """Two calls differing only in sensitive values have one digest; another user another."""
+    one = {"user": user, "password": first, "tokens": [first], "cards": [
+        {"number": first, "label": "x"}]}
+    two = {"user": user, "password": second, "tokens": [second], "cards": [
+        {"number": second, "label": "x"}]}
+    assert digest_of(one) == digest_of(two)
+    assert digest_of({**one, "user": user + "z"}) != digest_of(one)
+
+
+# -- No sensitive value leaves the gate ----------------------------------------------------------
+
+PAY_ARGS: dict[str, Any] = {
+    "card": {"type": "str", "sensitive": True, "pattern": r"[A-Za-z0-9-]{8,40}"},
+    "amount": {"type": "int", "min": 1, "max": 100},
+    "memo": {"type": "str", "sensitive": True, "required": False, "max_len": 30},
+    "tokens": {"type": "list", "required": False, "max_len": 2,
+               "item": {"type": "str", "sensitive": True}},
+    "cards": {"type": "list", "required": False, "max_len": 2,
+              "item": {"number": {"type": "str", "sensitive": True}, "label": {"type": "str"}}},
+}
+PAY_RETURNS: dict[str, Any] = {
+    "receipt": {"type": "str"},
+    "card": {"type": "str", "sensitive": True},
+    "items": {"type": "list", "required": False,
+              "item": {"number": {"type": "str", "sensitive": True}, "sku": {"type": "str"}}},
+    "tokens": {"type": "list", "required": False, "item": {"type": "str", "sensitive": True}},
+}
+
+#: How a call's arguments break the contract, each with a sensitive value in play.
+REFUSALS = (
+    "card_pattern",  # a sensitive arg breaks its pattern
+    "memo_max_len",  # a sensitive arg is too long
+    "tokens_item_type",  # a list of sensitive items holds a non-str
+    "tokens_max_len",  # a list of sensitive items is too long
+    "cards_max_len",  # a list of dicts with a sensitive key is too long
+    "cards_item_missing",  # an item with a sensitive key lacks its label
+    "amount_min",  # a non-sensitive arg is refused while the secrets ride along
+)
+
+
+@st.composite
+def pay_scenarios(draw: st.DrawFn) -> dict[str, Any]:
+    secrets = draw(st.lists(secrets_, min_size=4, max_size=4, unique=True))
+    card, memo, token, number = secrets
+    args: dict[str, Any] = {"card": card, "amount": draw(st.integers(1, 100))}
+    if draw(st.booleans()):
+        args["memo"] = memo
+    if draw(st.booleans()):
+        args["tokens"] = [token]
+    if draw(st.booleans()):
+        args["cards"] = [{"number": number, "label": "main"}]
+    refusal = draw(st.one_of(st.none(), st.sampled_from(REFUSALS)))
+    if refusal == "card_pattern":
+        args["card"] = card + draw(st.sampled_from(["!", " ", "/x", "é"]))
+    elif refusal == "memo_max_len":
+        args["memo"] = memo + "-" * 30
+    elif refusal == "tokens_item_type":
+        args["tokens"] = [token, 7]
+    elif refusal == "tokens_max_len":
+        args["tokens"] = [token, memo, number]
+    elif refusal == "cards_max_len":
+        args["cards"] = [{"number": number, "label": "a"}, {"number": token, "label": "b"},
+                         {"number": memo, "label": "c"}]
+    elif refusal == "cards_item_missing":
+        args["cards"] = [{"number": number}]
+    elif refusal == "amount_min":
+        args["amount"] = 0
+    return {
+        "secrets": secrets,
+        "args": args,
+        "refusal": refusal,
+        "result": draw(st.sampled_from(["ok", "missing_receipt", "bad_item"])),
+        "tool": draw(st.sampled_from(["look", "pay"])),
+        "risk": draw(st.sampled_from(["reversible_write", "external_effect"])),
+        "in_scope": draw(st.booleans()),
+        "approved": draw(st.booleans()),
+        "dry_run": draw(st.booleans()),
+        "returned_secret": draw(secrets_),
+    }
+
+
+def pay_result(kind: str, args: dict[str, Any], secret: str) -> dict[str, Any]:
+    """What the body answers: the caller's secrets and one of its own, kept or broken."""
+    value: dict[str, Any] = {"receipt": "r-1", "card": args.get("card", secret),
+                             "items": [{"number": secret, "sku": "a"}],
+                             "tokens": [secret, *[t for t in args.get("tokens", [])
+                                                  if isinstance(t, str)]]}
+    if kind == "missing_receipt":
+        del value["receipt"]
+    elif kind == "bad_item":
+        value["items"] = [{"number": secret, "sku": 5}]
+    return value
+
+
+def dumped(value: object) -> str:
+    return json.dumps(value, default=repr, ensure_ascii=False)
+
+
+@given(scenario=pay_scenarios())
+def test_no_sensitive_value_reaches_records_logs_files_or_the_model(
+    scenario: dict[str, Any],
+) -> None:
+    """No sensitive value (all drawn as SECRET-…) reaches a record, the JSON-lines file,
+    the agtool logs (text and agtool_record), call_for_model's answer or a refusal.
+
+    Secrets ride in sensitive args (top level, list items, keys of list items) and
+    in sensitive returned keys (top level, list items, keys of list items), across
+    success, memo hits and write replays, argument refusals that involve a
+    sensitive value, refused results, scope and approval denials, and dry-run
+    plans. Each scenario is called three times: call_for_model, call_tool, then
+    call_for_model again. A valid, permitted, well-answered call must still
+    hand the secret back to the Python caller through call_tool.
+    """
+    args, secret = scenario["args"], scenario["returned_secret"]
+    look = Body(lambda kwargs: pay_result(scenario["result"], kwargs, secret))
+    pay = Body(lambda kwargs: pay_result(scenario["result"], kwargs, secret))
+    risk = scenario["risk"]
+    table = {
+        "look": {"fn": look, "args": PAY_ARGS, "returns": PAY_RETURNS, "risk": "read_sensitive"},
+        "pay": {"fn": pay, "args": PAY_ARGS, "returns": PAY_RETURNS, "effect": "write",
+                "risk": risk},
+    }
+    tool = scenario["tool"]
+    tool_risk = "read_sensitive" if tool == "look" else risk
+    scope = {tool_risk} if scenario["in_scope"] else {"read_public"}
+    with tempfile.TemporaryDirectory() as folder, captured_logs() as logs:
+        path = Path(folder) / "calls.jsonl"
+        file_sink, kept = JsonLinesSink(path), ListSink()
+
+        def both(record: CallRecord) -> None:
+            kept(record)
+            file_sink(record)
+
+        gate = Gate(table, scope=scope, records=both)
+        approvals = [gate.approve(tool, args)] if scenario["approved"] else []
+        kwargs = {"run_id": "run", "step_id": "step", "approvals": approvals,
+                  "dry_run": scenario["dry_run"]}
+        answers = [gate.call_for_model(tool, args, **kwargs)]
+        envelope = gate.call_tool(tool, args, **kwargs)
+        answers.append(gate.call_for_model(tool, args, **kwargs))
+        file_text = path.read_text(encoding="utf-8")
+
+    assert len(kept.records) == 3
+    assert len(file_text.splitlines()) == 3
+    logged = [record.agtool_record for record in logs.records  # type: ignore[attr-defined]
+              if record.name == "agtool.calls"]
+    assert len(logged) == 3
+    shown = {
+        "records": dumped([record.as_dict() for record in kept.records]),
+        "file": file_text,
+        "log text": logs.text,
+        "logged records": dumped(logged),
+        "model answers": dumped(answers),
+    }
+    if scenario["dry_run"] or not envelope["ok"]:
+        shown["call_tool answer"] = dumped(envelope)  # a plan or a refusal, never a value
+    else:
+        shown["call_tool error"] = envelope["error"]
+    for where, text in shown.items():
+        assert MARK not in text, f"a sensitive value reached the {where}: {text}"
+
+    permitted = (scenario["in_scope"] and scenario["refusal"] is None
+                 and (tool == "look" or risk != "external_effect" or scenario["approved"]))
+    if permitted and not scenario["dry_run"] and scenario["result"] == "ok":
+        # Not vacuous: the secrets did travel, and only the model's view dropped them.
+        assert envelope["ok"] is True
+        assert envelope["value"]["card"] == args["card"]
+        assert envelope["value"]["items"][0]["number"] == secret
+        assert answers[0]["data"]["card"] == REDACTED
+
+
+@pytest.mark.parametrize(("arg", "value"), [
+    pytest.param("tokens", ["SECRET-aaaaaaaa", "SECRET-bbbbbbbb", "SECRET-cccccccc"],
+                 id="list-of-sensitive-items-too-long"),
+    pytest.param("cards", [{"number": "SECRET-aaaaaaaa", "label": "a"},
+                           {"number": "SECRET-bbbbbbbb", "label": "b"},
+                           {"number": "SECRET-cccccccc", "label": "c"}],
+                 id="list-of-items-with-a-sensitive-key-too-long"),
+])
+def test_list_length_refusal_does_not_echo_sensitive_items(
+    arg: str, value: list[Any], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A list argument refused for its length is not echoed when its items are sensitive.
+
+    The message and details.fields[].issue may say how long the list may be, but
+    not show the list: its items hold values the contract marks sensitive. Nor
+    does the call's log (caplog.text, agtool_record) show them.
+    """
+    caplog.set_level(logging.DEBUG, logger="agtool")
+    gate = Gate({"t": {"fn": Body(), "args": PAY_ARGS, "returns": {}}})
+    answer = gate.call_for_model("t", {"card": "card-0000", "amount": 1, arg: value})
+    assert answer["error"]["details"]["reason"] == f"args:max_len:{arg}"
+    assert MARK not in dumped(answer), dumped(answer["error"])
+    [logged] = [record for record in caplog.records if record.name == "agtool.calls"]
+    assert MARK not in dumped(logged.agtool_record)  # type: ignore[attr-defined]
+    assert MARK not in caplog.text
+
+
+@pytest.mark.parametrize(("args", "reason"), [
+    pytest.param({"card": "SECRET-abcdefgh!", "amount": 1}, "args:pattern:card", id="pattern"),
+    pytest.param({"card": "card-0000", "amount": 1, "memo": "SECRET-abcdefgh" + "x" * 30},
+                 "args:max_len:memo", id="max-len"),
+])
+def test_refusal_of_a_sensitive_arg_names_it_but_not_its_value(args: dict[str, Any],
+                                                              reason: str) -> None:
+    """The refusal names the argument and the rule, and shows REDACTED in place of the value."""
+    gate = Gate({"t": {"fn": Body(), "args": PAY_ARGS, "returns": {}}})
+    error = gate.call_for_model("t", args)["error"]
+    assert error["details"]["reason"] == reason
+    [field] = error["details"]["fields"]
+    assert field["path"] == reason.rsplit(":", 1)[1]
+    assert REDACTED in field["issue"]
+    assert MARK not in dumped(error)
+
+
+# -- Contract hash -------------------------------------------------------------------------------
+
+
+_OTHER_RUNS: list[int] = []
+
+
+def _other_fn(**kwargs: Any) -> dict[str, Any]:
+    """Another body for the same contract: counts its runs in ``_OTHER_RUNS``."""
+    _OTHER_RUNS.append(1)
+    return {"n": 1}
+
+
+HASH_ENTRY: dict[str, Any] = {
+    "args": {"limit": {"type": "int", "max": 5}},
+    "returns": {"n": {"type": "int"}},
+}
+
+
+def _replace(key: str, value: object) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return lambda entry: {**entry, key: value}
+
+
+# Changes of meaning: each must give a new hash and forget what the old contract remembered.
+CHANGES = [
+    pytest.param(_replace("args", {"limit": {"type": "int", "max": 6}}), id="max"),
+    pytest.param(_replace("args", {"limit": {"type": "int", "max": 5, "sensitive": True}}),
+                 id="sensitive"),
+    pytest.param(_replace("args", {"limit": {"type": "int", "max": 5, "required": False}}),
+                 id="required"),
+    pytest.param(_replace("returns", {"n": {"type": "int", "min": 0}}), id="returns-min"),
+    pytest.param(_replace("returns", {"n": {"type": "int"}, "m": {"type": "int",
+                                                                  "required": False}}),
+                 id="returns-key"),
+    pytest.param(_replace("description", "counts things"), id="description"),
+    pytest.param(_replace("risk", "read_sensitive"), id="risk"),
+    pytest.param(_replace("source", "web"), id="source"),
+    pytest.param(_replace("timeout", 5), id="timeout"),
+    pytest.param(_replace("fn", _other_fn), id="fn"),
+]
+
+
+def hash_gate(body: Callable[..., Any]) -> tuple[Gate, dict[str, Any], ListSink]:
+    table = {"t": {"fn": body, **copy.deepcopy(HASH_ENTRY)}}
+    sink = ListSink()
+    return Gate(table, scope={"read_public", "read_sensitive"}, records=sink), table, sink
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_changed_contract_has_a_new_hash_and_runs_again(
+    change: Callable[[dict[str, Any]], dict[str, Any]],
+) -> None:
+    """A changed contract gets a new hash and cache key, and the next call runs, not hits."""
+    runs: list[int] = []
+
+    def body(**kwargs: Any) -> dict[str, Any]:
+        runs.append(1)
+        return {"n": 1}
+
+    gate, table, sink = hash_gate(body)
+    args = {"limit": 1}
+    other_before = len(_OTHER_RUNS)
+    gate.call_tool("t", args)
+    gate.call_tool("t", args)
+    assert len(runs) == 1  # the repeat was a memo hit
+    old_hash = contract_hash(gate.contract("t"))  # type: ignore[arg-type]
+    old_key = gate.cache_key("t", args)
+
+    table["t"] = change(table["t"])
+    new_hash = contract_hash(gate.contract("t"))  # type: ignore[arg-type]
+    new_key = gate.cache_key("t", args)
+    assert new_hash != old_hash
+    assert new_key != old_key
+    assert new_hash in new_key  # type: ignore[operator]
+    assert old_hash in old_key  # type: ignore[operator]
+
+    envelope = gate.call_tool("t", args)
+    assert envelope["ok"], envelope
+    # Ran again (this body or the swapped-in one): nothing the old contract remembered answered.
+    assert len(runs) + len(_OTHER_RUNS) - other_before == 2
+    assert [record.memo_hit for record in sink.records] == [False, True, False]
+    assert [record.contract_hash for record in sink.records] == [old_hash, old_hash, new_hash]
+
+
+@pytest.mark.parametrize("key", ["args", "returns"])
+def test_an_equal_contract_in_new_dicts_keeps_its_hash_but_forgets_the_memo(key: str) -> None:
+    """An entry's args or returns replaced by an equal copy: same hash, body runs again.
+
+    The hash says what the contract declares, so an equal declaration keeps it;
+    the gate still recompiles the replaced entry and drops what it remembered.
+    """
+    body = Body()
+    gate, table, sink = hash_gate(body)
+    gate.call_tool("t", {"limit": 1})
+    old_hash = contract_hash(gate.contract("t"))  # type: ignore[arg-type]
+    table["t"][key] = copy.deepcopy(table["t"][key])
+    assert contract_hash(gate.contract("t")) == old_hash  # type: ignore[arg-type]
+    gate.call_tool("t", {"limit": 1})
+    assert body.count == 2
+    assert [record.memo_hit for record in sink.records] == [False, False]
+
+
+def test_an_in_place_change_is_seen_after_refresh() -> None:
+    """A bound changed inside the entry's own dict gives a new hash after refresh(); runs again."""
+    body = Body()
+    gate, table, sink = hash_gate(body)
+    gate.call_tool("t", {"limit": 1})
+    old_hash = contract_hash(gate.contract("t"))  # type: ignore[arg-type]
+    table["t"]["args"]["limit"]["max"] = 6
+    gate.refresh()
+    new_hash = contract_hash(gate.contract("t"))  # type: ignore[arg-type]
+    assert new_hash != old_hash
+    assert new_hash in gate.cache_key("t", {"limit": 1})  # type: ignore[operator]
+    gate.call_tool("t", {"limit": 1})
+    assert body.count == 2
+    assert sink.records[-1].contract_hash == new_hash
+    assert sink.records[-1].memo_hit is False
+
+
+def test_contract_hash_is_a_function_of_the_declaration() -> None:
+    """Two gates over equal tables agree on the hash; a short hex string, stable across calls."""
+    first, _, _ = hash_gate(_other_fn)
+    second, _, _ = hash_gate(_other_fn)
+    one = contract_hash(first.contract("t"))  # type: ignore[arg-type]
+    assert one == contract_hash(second.contract("t"))  # type: ignore[arg-type]
+    assert re.fullmatch(r"[0-9a-f]+", one)
+    assert first.cache_key("t", {"limit": 1}) == second.cache_key("t", {"limit": 1})
+
+
+def test_cache_keys_of_two_hashes_never_meet() -> None:
+    """Hash is in the key: the same args under two contracts give two keys."""
+    gate, table, _ = hash_gate(_other_fn)
+    before = gate.cache_key("t", {"limit": 1})
+    table["t"] = {**table["t"], "description": "changed"}
+    after = gate.cache_key("t", {"limit": 1})
+    assert before != after
+
+
+# -- What a model is told about output -----------------------------------------------------------
+
+MODEL_RETURNS: dict[str, Any] = {
+    "title": {"type": "str"},
+    "token": {"type": "str", "sensitive": True},
+    "rows": {"type": "list", "item": {"id": {"type": "str"},
+                                      "ssn": {"type": "str", "sensitive": True}}},
+    "keys": {"type": "list", "item": {"type": "str", "sensitive": True}},
+}
+FULL_VALUE: dict[str, Any] = {
+    "title": "t", "token": "tok-1", "rows": [{"id": "a", "ssn": "111"}, {"id": "b", "ssn": "222"}],
+    "keys": ["k1", "k2"], "extra": "undeclared",
+}
+REDACTED_VALUE: dict[str, Any] = {
+    "title": "t", "token": REDACTED,
+    "rows": [{"id": "a", "ssn": REDACTED}, {"id": "b", "ssn": REDACTED}],
+    "keys": [REDACTED, REDACTED], "extra": "undeclared",
+}
+
+
+def model_gate(body: Body, **entry: Any) -> Gate:
+    return Gate({"fetch": {"fn": body, "args": {"url": {"type": "str"}},
+                           "returns": MODEL_RETURNS, **entry}})
+
+
+@pytest.mark.parametrize(("entry", "origin", "trust"), [
+    pytest.param({"source": "web"}, "web", "untrusted", id="web-defaults-untrusted"),
+    pytest.param({}, "internal", "trusted", id="internal-defaults-trusted"),
+    pytest.param({"source": "web", "trust": "trusted"}, "web", "trusted",
+                 id="web-declared-trusted"),
+    pytest.param({"source": "internal", "trust": "untrusted"}, "internal", "untrusted",
+                 id="internal-declared-untrusted"),
+])
+def test_model_is_told_the_source_and_trust(entry: dict[str, Any], origin: str,
+                                            trust: str) -> None:
+    """source names tool, origin and trust; only untrusted output carries UNTRUSTED_NOTE."""
+    gate = model_gate(Body(lambda kwargs: copy.deepcopy(FULL_VALUE)), **entry)
+    expected: dict[str, Any] = {"tool": "fetch", "origin": origin, "trust": trust}
+    if trust == "untrusted":
+        expected["note"] = UNTRUSTED_NOTE
+    for _ in range(2):  # a miss, then a memo hit
+        answer = gate.call_for_model("fetch", {"url": "u"})
+        assert set(answer) == {"ok", "data", "source", "request_id"}
+        assert answer["ok"] is True
+        assert answer["source"] == expected
+
+
+def test_untrusted_note_is_the_documented_text() -> None:
+    """The note handed with untrusted output tells the model it is data, not instructions."""
+    assert agtool.UNTRUSTED_NOTE == UNTRUSTED_NOTE
+    assert "instructions" in UNTRUSTED_NOTE
+
+
+@pytest.mark.parametrize("source", ["web", "internal"])
+def test_sensitive_returned_keys_are_redacted_for_the_model_only(source: str) -> None:
+    """call_for_model redacts sensitive keys (top level, list items, item keys); call_tool not."""
+    body = Body(lambda kwargs: copy.deepcopy(FULL_VALUE))
+    gate = model_gate(body, source=source)
+    first = gate.call_for_model("fetch", {"url": "u"})
+    assert first["data"] == REDACTED_VALUE
+    envelope = gate.call_tool("fetch", {"url": "u"})  # a memo hit: the memo kept it whole
+    assert envelope["value"] == FULL_VALUE
+    again = gate.call_for_model("fetch", {"url": "u"})
+    assert again["data"] == REDACTED_VALUE
+    assert body.count == 1
+
+
+def test_failure_answers_carry_no_data_or_source() -> None:
+    """A failed call_for_model answer has only ok, error and request_id."""
+    gate = model_gate(Body(lambda kwargs: {"title": 1}), source="web")
+    answer = gate.call_for_model("fetch", {"url": "u"})
+    assert set(answer) == {"ok", "error", "request_id"}
+    assert set(answer["error"]) == {"code", "retryable", "message", "details"}
+
+
+@pytest.mark.parametrize("upstream_page", [
+    pytest.param("<p>card {card} declined for {holder}</p>", id="both-values"),
+    pytest.param("<pre>{{\"items\": [\"{item}\"]}}</pre>", id="a-value-inside-a-list-item"),
+])
+def test_an_upstream_page_echoing_a_sensitive_value_is_scrubbed(upstream_page: str) -> None:
+    """An error page that repeats what it was sent reaches the model with those values redacted."""
+    secrets = {"card": MARK + "card4242", "holder": MARK + "holder", "item": MARK + "item01"}
+    page = upstream_page.format(**secrets)
+
+    def declined(**args: Any) -> Any:
+        raise UpstreamError(402, page)
+
+    gate = Gate({"pay": {
+        "fn": declined,
+        "args": {"card": {"type": "str", "sensitive": True}, "holder": {"type": "dict",
+                                                                          "sensitive": True},
+                 "items": {"type": "list", "item": {"code": {"type": "str", "sensitive": True}}}},
+        "returns": {}}})
+    args = {"card": secrets["card"], "holder": {"name": secrets["holder"]},
+            "items": [{"code": secrets["item"]}]}
+    answer = gate.call_for_model("pay", args)
+    excerpt = answer["error"]["details"]["raw_excerpt"]
+    assert MARK not in json.dumps(answer)
+    assert excerpt.count(REDACTED) == sum(secret in page for secret in secrets.values())
