@@ -250,10 +250,12 @@ def transport_failure(exc: BaseException) -> tuple[str, dict[str, Any]] | None:
     if status is None:
         return None
     details: dict[str, Any] = {"status": status}
-    body = exc.body if isinstance(exc, UpstreamError) else _attribute(response, "text")
+    body = _attribute(exc, "body") if isinstance(exc, UpstreamError) else _attribute(response,
+                                                                                      "text")
     if isinstance(body, str) and body:
         details["raw_excerpt"] = _SPACE.sub(" ", body).strip()[:EXCERPT_CHARS]
-    retry_after = exc.retry_after if isinstance(exc, UpstreamError) else _header_retry(response)
+    retry_after = (_attribute(exc, "retry_after") if isinstance(exc, UpstreamError)
+                   else _header_retry(response))
     if type(retry_after) in (int, float) and 0 <= retry_after < 86400:  # type: ignore[operator]
         details["retry_after_ms"] = round(retry_after * 1000)  # type: ignore[operator]
     return f"upstream:{status}", details

@@ -567,10 +567,7 @@ def _run(found: _Compiled, args: Any) -> _Ran:
     except Exception as exc:
         counts.raised += 1
         _log.debug("tool %r raised %s", found.contract.name, type(exc).__name__, exc_info=True)
-        try:
-            upstream = transport_failure(exc)
-        except Exception:  # an exception too odd to read is a plain raise
-            upstream = None
+        upstream = transport_failure(exc)  # reads the exception without ever raising
         if upstream is not None:
             return {"ok": False, "value": None, "error": upstream[0]}, upstream[1], False
         reason = TIMEOUT if isinstance(exc, TimeoutError) else "raised:" + type(exc).__name__

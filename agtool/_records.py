@@ -167,11 +167,6 @@ def contract_hash(contract: ToolContract) -> str:
               for field in dataclasses.fields(contract) if field.name != "fn"}
     fn = contract.fn
     fields["fn"] = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn))}"
-    text = json.dumps(fields, sort_keys=True, default=_spec_json)
+    # Specs are the only values JSON cannot write as they are.
+    text = json.dumps(fields, sort_keys=True, default=dataclasses.asdict)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _spec_json(value: object) -> object:
-    if isinstance(value, Spec):
-        return dataclasses.asdict(value)
-    return repr(value)

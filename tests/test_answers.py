@@ -951,9 +951,30 @@ class ResponseRaisesError(Exception):
         raise RuntimeError("no response")
 
 
+class OddUpstreamError(UpstreamError):
+    """An UpstreamError subclass whose body and retry hint raise when read."""
+
+    @property  # type: ignore[override]
+    def body(self) -> str:
+        raise RuntimeError("no body")
+
+    @body.setter
+    def body(self, value: str) -> None:
+        pass
+
+    @property  # type: ignore[override]
+    def retry_after(self) -> float:
+        raise RuntimeError("no hint")
+
+    @retry_after.setter
+    def retry_after(self, value: float | None) -> None:
+        pass
+
+
 @pytest.mark.parametrize(("exc", "reason"), [
     pytest.param(FakeHTTPError(UnreadResponse()), "upstream:503",  # type: ignore[arg-type]
                  id="response-text-raises"),
+    pytest.param(OddUpstreamError(502, "page"), "upstream:502", id="upstream-fields-raise"),
     pytest.param(ResponseRaisesError(), "raised:ResponseRaisesError",
                  id="response-property-raises"),
     pytest.param(UpstreamError(503, retry_after=math.nan), "upstream:503",
@@ -966,6 +987,15 @@ def test_odd_transport_exceptions_never_make_the_gate_raise(exc: Exception, reas
     gate = one_tool(raising(exc))
     assert gate.call_tool("t", {})["error"] == reason
     assert_model_answer(gate.call_for_model("t", {}))
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0], ids=["inline", "timed"])
+def test_a_body_that_exits_stops_the_run_as_if_called_directly(timeout: float | None) -> None:
+    """``SystemExit`` is not a tool failure: it leaves the gate, also from a timed body's thread."""
+    entry = {} if timeout is None else {"timeout": timeout}
+    gate = one_tool(raising(SystemExit(3)), **entry)
+    with pytest.raises(SystemExit):
+        gate.call_tool("t", {})
 
 
 # == 7. Contract: effect, risk, key_args, source, trust, sensitive ================================

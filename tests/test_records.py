@@ -34,6 +34,7 @@ from agtool import (
     UpstreamError,
     contract_hash,
 )
+from agtool._records import scrub
 
 #: The fields a record promises, written out here rather than read from the dataclass.
 RECORD_FIELDS = {"request_id", "tool", "ok", "code", "reason", "latency_ms", "memo_hit",
@@ -831,3 +832,32 @@ def test_an_upstream_page_echoing_a_sensitive_value_is_scrubbed(upstream_page: s
     excerpt = answer["error"]["details"]["raw_excerpt"]
     assert MARK not in json.dumps(answer)
     assert excerpt.count(REDACTED) == sum(secret in page for secret in secrets.values())
+
+
+def test_scrub_finds_sensitive_values_wherever_the_contract_puts_them() -> None:
+    """Sensitive list items, values inside a sensitive dict or list, and numbers are all scrubbed;
+    values of arguments not marked sensitive are left alone."""
+    gate = Gate({"t": {"fn": lambda **_: {}, "returns": {}, "args": {
+        "pins": {"type": "list", "item": {"type": "str", "sensitive": True}},
+        "vault": {"type": "dict", "sensitive": True},
+        "amount": {"type": "int", "sensitive": True},
+        "huge": {"type": "int", "sensitive": True},
+        "note": {"type": "str"},
+    }}})
+    contract = gate.contract("t")
+    huge = 10 ** 5000  # too long to print: it cannot be in any text either
+    args = {"pins": ["pin-1111", "pin-2222"], "vault": {"keys": ["vk-9", {"x": "vk-8"}]},
+            "amount": 424242, "huge": huge, "note": "plain-note"}
+    text = "pin-1111 pin-2222 vk-9 vk-8 424242 plain-note"
+    assert scrub(text, contract, args) == " ".join([REDACTED] * 5 + ["plain-note"])
+    assert scrub(text, contract, ["not", "a", "dict"]) == text
+    assert scrub(text, None, args) == text
+
+
+def test_scrub_ends_on_a_sensitive_value_that_contains_itself() -> None:
+    """A sensitive dict that holds itself is walked to a bounded depth, never forever."""
+    cyclic: dict[str, Any] = {"token": "tok-cycle"}
+    cyclic["self"] = cyclic
+    gate = Gate({"t": {"fn": lambda **_: {}, "returns": {},
+                       "args": {"blob": {"type": "dict", "sensitive": True}}}})
+    assert scrub("id tok-cycle", gate.contract("t"), {"blob": cyclic}) == f"id {REDACTED}"

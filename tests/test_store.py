@@ -309,3 +309,61 @@ def test_opening_a_new_file_waits_for_another_writer(tmp_path: pathlib.Path) -> 
     finally:
         releaser.join()
         other.close()
+
+
+def test_a_file_locked_past_the_busy_timeout_is_an_error_at_once(tmp_path: pathlib.Path) -> None:
+    """Opening a store on a new file another writer holds longer than ``busy_timeout`` raises
+    ``sqlite3.OperationalError`` (a configuration problem, met when the gate is made)."""
+    path = tmp_path / "held.sqlite3"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            SqliteStore(path, busy_timeout=0.05)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+class ReleasedInBetween(SqliteStore):
+    """A store whose first read after a refused insert finds the key gone (another caller
+    released it in between), as can happen between two processes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raced = False
+
+    def lookup(self, key: str) -> StoredWrite | None:
+        if not self.raced:
+            self.raced = True
+            self.release(key)
+            return None
+        return super().lookup(key)
+
+
+def test_a_key_released_between_insert_and_read_is_claimed_again() -> None:
+    """The claim that loses a race with a release tries again and owns the key."""
+    store = ReleasedInBetween()
+    assert store.claim("k", "place", "d1").state == "run"
+    assert store.claim("k", "place", "d1").state == "run"
+    assert store.raced
+
+
+def test_an_outcome_nested_past_the_depth_limit_is_kept_as_text() -> None:
+    """A value nested deeper than JSON is walked is stored as its repr below the limit."""
+    store = SqliteStore()
+    deep: Any = "leaf"
+    for _ in range(100):
+        deep = [deep]
+    store.claim("k", "place", "d1")
+    store.finish("k", {"ok": True, "value": deep, "error": ""})
+    stored = store.lookup("k")
+    assert stored is not None
+    assert stored.outcome is not None
+    kept = stored.outcome["value"]
+    depth = 0
+    while isinstance(kept, list):
+        kept, depth = kept[0], depth + 1
+    assert isinstance(kept, str)
+    assert "leaf" in kept
+    assert depth < 100

@@ -1017,3 +1017,18 @@ def test_model_keys_split_the_pool_as_the_gates_keys_do() -> None:
     model_keys = {model for model, _ in pairs}
     gate_keys = {real for _, real in pairs}
     assert len(pairs) == len(model_keys) == len(gate_keys)  # a bijection between the two
+
+
+def test_a_write_body_that_exits_frees_its_key_and_stops_the_run() -> None:
+    """``SystemExit`` from a write body leaves the gate, and the key is released, not left
+    claimed: the write never answered, so a later run may make it."""
+    body = Body([SystemExit(2)])
+    store = SqliteStore()
+    gate = write_gate(body, store=store)
+    with pytest.raises(SystemExit):
+        place(gate)
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+    assert store.lookup(key) is None
+    assert place(gate) == ok({"order": "A-1", "serial": 2})
+    assert body.count == 2
