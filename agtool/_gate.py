@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Any, TypedDict, TypeVar
 
-from ._answers import is_retryable, model_error, transport_failure
+from ._answers import error_code, is_retryable, model_error, transport_failure
 from ._compile import UNDECLARED, compile_arg_check, compile_result_check
 from ._contract import RISKS, ToolContract, check_table, parse_entry
 from ._errors import ContractError
@@ -154,9 +154,8 @@ _Done = tuple[Envelope, str, "dict[str, Any] | None"]
 _Ran = tuple[Envelope, "dict[str, Any] | None", bool]
 
 
-def _failed(reason: str, details: dict[str, Any] | None = None) -> _Done:
-    return {"ok": False, "value": None, "error": reason}, "", details
-
+def _failed(reason: str) -> _Done:
+    return {"ok": False, "value": None, "error": reason}, "", None
 
 
 class Gate:
@@ -187,9 +186,8 @@ class Gate:
             raise ValueError(f"scope names unknown risk levels {unknown}; expected {list(RISKS)}")
         self.table = table
         self.scope = frozenset(scope)
-        self.store: WriteStore = (SqliteStore() if store is None
-                                  else SqliteStore(store) if isinstance(store, (str, os.PathLike))
-                                  else store)
+        self._store = SqliteStore(store) if isinstance(store, (str, os.PathLike)) else store
+        self._store_lock = threading.Lock()
         self.records = records
         self.pending_wait = pending_wait
         #: The memo: ``cache_key(name, args)`` -> a private copy of a successful value.
@@ -201,6 +199,14 @@ class Gate:
         }
         self._ids = count(1)
         self._id_prefix = "req_" + secrets.token_hex(4) + "_"
+
+    @property
+    def store(self) -> WriteStore:
+        """The write store; the default in-memory one is made when a write first needs it."""
+        with self._store_lock:  # two threads must not make two stores
+            if self._store is None:
+                self._store = SqliteStore()
+            return self._store
 
     def contract(self, name: str) -> ToolContract | None:
         """The validated contract of ``name``, or ``None`` if the table has no valid entry."""
@@ -358,7 +364,7 @@ class Gate:
         reason = envelope["error"]
         record = CallRecord(
             request_id=request_id, tool=name if isinstance(name, str) else repr(name),
-            ok=envelope["ok"], code=model_error(reason, contract, {})["code"] if reason else "",
+            ok=envelope["ok"], code=error_code(reason),
             reason=reason, latency_ms=round(latency_ms, 3), memo_hit=how == "hit",
             replayed=how == "replay", args_digest=args_digest(contract, args),
             contract_hash="" if isinstance(found, str) else found.hash)

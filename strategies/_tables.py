@@ -12,6 +12,8 @@ from typing import Any
 from hypothesis import event
 from hypothesis import strategies as st
 
+from agtool import RISKS
+
 __all__ = ["contract_tables", "generated_body", "spec_dicts"]
 
 # Patterns with the length range of what they match, so length bounds can be
@@ -153,6 +155,8 @@ def _spec_dict(draw: st.DrawFn, depth: int, required: bool | None, returned_top:
         spec["required"] = required  # True is the default: said or not, it is the same spec
     if argument and type_name == "str" and draw(st.integers(0, 3)) == 0:
         spec["echo"] = True  # a value the caller must copy verbatim, like a request id
+    if draw(st.integers(0, 4)) == 0:
+        spec["sensitive"] = True
     if draw(st.booleans()):
         spec["description"] = draw(st.text(max_size=10))
     return spec
@@ -165,29 +169,44 @@ _SCALAR_SPECS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
 
 
 @functools.cache
-def _entries(max_args: int, max_returns: int) -> st.SearchStrategy[dict[str, Any]]:
+def _entries(max_args: int, max_returns: int, side_effects: bool
+             ) -> st.SearchStrategy[dict[str, Any]]:
     return _entry(st.dictionaries(_NAMES, spec_dicts(argument=True), max_size=max_args),
-                  st.dictionaries(_NAMES, spec_dicts(returned_top=True), max_size=max_returns))
+                  st.dictionaries(_NAMES, spec_dicts(returned_top=True), max_size=max_returns),
+                  side_effects)
 
 
 @st.composite
 def _entry(draw: st.DrawFn, args: st.SearchStrategy[dict[str, Any]],
-           returns: st.SearchStrategy[dict[str, Any]]) -> dict[str, Any]:
+           returns: st.SearchStrategy[dict[str, Any]], side_effects: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {"fn": generated_body, "args": draw(args), "returns": draw(returns)}
     if draw(st.booleans()):
         entry["description"] = draw(st.text(max_size=12))
+    risk = draw(st.sampled_from((None, *RISKS))) if side_effects else None
+    if risk is not None:  # a tool that touches the world: the harness must never run it twice
+        entry["risk"] = risk
+        entry["effect"] = "read" if risk in RISKS[:2] else "write"
+        event(f"generated tool risk: {risk}")
+        required = [name for name, spec in entry["args"].items() if spec.get("required", True)]
+        keyed = draw(st.booleans())
+        if entry["effect"] == "write" and required and keyed:
+            entry["key_args"] = draw(st.lists(st.sampled_from(required), min_size=1,
+                                              unique=True))
     return entry
 
 
 def contract_tables(*, min_tools: int = 1, max_tools: int = 2, max_args: int = 4,
-                    max_returns: int = 3) -> st.SearchStrategy[dict[str, dict[str, Any]]]:
+                    max_returns: int = 3, side_effects: bool = True
+                    ) -> st.SearchStrategy[dict[str, dict[str, Any]]]:
     """Whole contract tables: valid per ``check_table``, every spec satisfiable.
 
     Tool bodies are ``generated_body`` placeholders: the harness stubs them.
+    With ``side_effects`` some tools declare a risk level (reads or writes,
+    with or without ``key_args``); without, every tool is a public read.
     """
     def label(table: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         event(f"generated table: {len(table)} tool(s)")
         return table
 
-    return st.dictionaries(_NAMES, _entries(max_args, max_returns), min_size=min_tools,
-                           max_size=max_tools).map(label)
+    return st.dictionaries(_NAMES, _entries(max_args, max_returns, side_effects),
+                           min_size=min_tools, max_size=max_tools).map(label)

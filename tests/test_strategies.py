@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from hypothesis import find, given, settings
+from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, validators
 from test_properties import TICKETS
 
 import strategies
-from agtool import ARG_CHECKS, RESULT_CHECKS, Gate, Spec, check_table, tools
+from agtool import ARG_CHECKS, RESULT_CHECKS, RISKS, Gate, Spec, check_table, tools
 from agtool._harness import same_value
 from strategies import (
     MISTAKES,
@@ -335,6 +335,27 @@ def test_generated_tables_are_valid_and_satisfiable(table: dict[str, Any],
         value = data.draw(valid_results(table, name))
         assert not list(results_validator(table, name).iter_errors(value))
         assert gate.validate_result(name, value) == ""
+
+
+@pytest.mark.parametrize("risk", RISKS)
+def test_generated_tables_reach_every_risk_level(risk: str) -> None:
+    """Tables nobody wrote include tools of every risk, writes with and without key_args."""
+    no_shrinking = settings(database=None, phases=[Phase.generate])  # any example will do
+    found = find(contract_tables(), lambda table: any(entry.get("risk") == risk
+                                                       for entry in table.values()),
+                 settings=no_shrinking)
+    assert check_table(found)
+    if risk in RISKS[2:]:
+        find(contract_tables(), lambda table: any(entry.get("risk") == risk and "key_args" in entry
+                                                   for entry in table.values()),
+             settings=no_shrinking)
+
+
+@given(table=contract_tables(side_effects=False))
+def test_tables_without_side_effects_are_public_reads(table: dict[str, Any]) -> None:
+    """``side_effects=False`` draws only public reads, the memo's world."""
+    assert {(contract.effect, contract.risk) for contract in check_table(table).values()} == {
+        ("read", "read_public")}
 
 
 @given(table=contract_tables(), data=st.data())
