@@ -18,13 +18,17 @@ For every tool of the table this adds test items, one per property and case::
     agtool:package.module:TOOLS::<tool>::returns              the real body takes every valid
                                                               call and keeps its return contract
 
-``--agtool-stub-bodies`` replaces every body with a recording stub that
-returns a value drawn from the return contract (for tools with side effects);
-``returns`` is then not collected. Bodies are always stubs for ``refused``
-and ``bad_result``. A malformed table is a collection error naming the tool
-and the field. Settings come from ``--hypothesis-profile`` (``dev``, ``ci``,
-``thorough``, see ``strategies.profiles``); ``--hypothesis-show-statistics``
-shows what each property drew.
+Write tools (``"effect": "write"``) are always stubbed and have no
+``returns`` item: the harness never acts on the world, and their ``memo``
+item proves the idempotency key's promise instead. ``--agtool-stub-bodies``
+replaces every other body with a recording stub too, returning a value drawn
+from the return contract; ``returns`` is then not collected. Bodies are
+always stubs for ``refused`` and ``bad_result``. Calls are made as a trusted
+caller: every risk level in scope, an approval of each call's arguments. A
+malformed table is a collection error naming the tool and the field.
+Settings come from ``--hypothesis-profile`` (``dev``, ``ci``, ``thorough``,
+see ``strategies.profiles``); ``--hypothesis-show-statistics`` shows what
+each property drew.
 
 This module is the plugin's body: ``pytest_agtool`` (the ``pytest11`` entry
 point, outside this package) registers it only when ``--agtool-table`` is

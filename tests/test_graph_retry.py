@@ -181,3 +181,18 @@ def test_the_graphs_hand_on_the_gates_model_answer(build: Callable[..., Any]) ->
     assert reply["ok"] is True
     assert reply["data"] == OK
     assert reply["source"]["trust"] == "untrusted"
+
+
+def test_the_model_graph_retries_without_asking_the_model(waits: list[float]) -> None:
+    """A retryable reason is repeated by the graph; the model, which cannot fix a 503, is asked
+    only to pick. A model asked a second time would find its script empty and fail the run."""
+    from test_model_pick import calling, scripted
+
+    body = Body(UpstreamError(503), OK)
+    gate = one_tool(body)
+    model = scripted(calling("t", {"sku": "A100"}, "c1"))
+    out = build_graph(model, gate=gate).invoke({"order": {"sku": "A100"}})
+    assert out["ok"] is True
+    assert out["errors"] == ["upstream:503"]
+    assert body.runs == 2
+    assert len(model.seen) == 1
