@@ -580,8 +580,11 @@ PROBE_TABLE: dict[str, dict[str, Any]] = {
 
 
 def check_single_defect(table: dict[str, Any], name: str, call: DefectiveCall) -> None:
-    """The model is told exactly the defect the strategy planted, briefly, not to retry."""
-    gate = Gate(table)
+    """The model is told exactly the defect the strategy planted, briefly, not to retry.
+
+    The caller may use every risk level: authority is checked before the arguments.
+    """
+    gate = Gate(table, scope=RISKS)
     answer = assert_model_answer(gate.call_for_model(name, call.args, echo=call.echo))
     error = answer["error"]
     assert error["code"] == "INVALID_ARGUMENT"
