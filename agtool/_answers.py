@@ -115,7 +115,7 @@ def model_error(reason: str, contract: ToolContract | None, args: object,
 def _show(value: object, limit: int = 40) -> str:
     """A value as a model may read it back: cut short, and never raising."""
     try:
-        text = value if type(value) is str else repr(value)
+        text = value if type(value) is str and value else repr(value)  # '' for nothing
     except Exception:  # an int too long to print, an object whose repr is broken
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -1102,3 +1103,150 @@ def test_every_risk_of_its_effect_is_accepted(effect: str, risk: str) -> None:
     contract = check_table({"tool": _entry(**changes)})["tool"]
     assert (contract.effect, contract.risk) == (effect, risk)
     assert contract.key_args == (("id",) if effect == "write" else ())
+
+
+# == 8. Every message, word for word ===============================================================
+# The messages are part of the contract with the model: written out here from what each reason
+# means, so that a changed word is a decision, not an accident.
+
+_WORDED = Gate({"t": {"fn": Body(), "returns": {}, "args": {
+    "sku": {"type": "str", "pattern": "[A-Z][0-9]{3}"},
+    "code": {"type": "str", "min_len": 4, "max_len": 4, "required": False},
+    "initial": {"type": "str", "min_len": 1, "max_len": 1, "required": False},
+    "region": {"type": "str", "allowed": ["busan", "jeju", "seoul"], "required": False},
+    "limit": {"type": "int", "min": 1, "max": 5, "required": False},
+    "tags": {"type": "list", "max_len": 3, "required": False,
+             "item": {"type": "str", "allowed": ["new", "sale"]}},
+    "rows": {"type": "list", "required": False, "item": {"store": {"type": "str"}}},
+    "request_id": {"type": "str", "echo": True, "required": False},
+}}}, scope=RISKS)
+_T = _WORDED.contract("t")
+
+
+@pytest.mark.parametrize(("reason", "args", "message"), [
+    ("args:unknown_tool", {}, "no such tool; choose one of the tools you were given"),
+    ("args:not_object", [], "arguments must be a JSON object"),
+    ("args:bad_contract", {}, "t is misconfigured; use another tool"),
+    ("args:missing:sku", {}, "sku is required"),
+    ("args:unexpected:colour", {"colour": 1},
+     "colour is not an argument; arguments: sku, code, initial, region, limit, tags, rows, "
+     "request_id"),
+    ("args:echo:request_id", {"request_id": "r-2"},
+     "request_id must repeat the value you were given, unchanged"),
+    ("args:type:limit", {"limit": "2"}, "limit must be of type int; got str"),
+    ("args:min:limit", {"limit": 0}, "limit must be at least 1; got 0"),
+    ("args:max:limit", {"limit": 9}, "limit must be at most 5; got 9"),
+    ("args:min_len:code", {"code": "A1"}, "code must have at least 4 characters; got A1"),
+    ("args:min_len:code", {"code": ""}, "code must have at least 4 characters; got ''"),
+    ("args:max_len:initial", {"initial": "AB"},
+     "initial must have at most 1 character; got AB"),
+    ("args:max_len:tags", {"tags": ["new"] * 4},
+     "tags must have at most 3 items; got ['new', 'new', 'new', 'new']"),
+    ("args:pattern:sku", {"sku": "a100"}, "sku must match [A-Z][0-9]{3}; got a100"),
+    ("args:allowed:region", {"region": "daegu"},
+     "region must be one of busan, jeju, seoul; got daegu"),
+    ("args:allowed:tags", {"tags": ["new", "old"]},
+     "tags has an item that breaks its allowed rule"),
+    ("args:max_len:tags", {"tags": ["new", "new", "new"]},
+     "tags has an item that breaks its max_len rule"),
+    ("args:missing:rows", {"rows": [{}]}, "rows has an item with a missing key"),
+    ("args:unexpected:rows", {"rows": [{"store": "s", "city": "c"}]},
+     "rows has an item with an unexpected key"),
+    ("args:min:nope", {}, "nope breaks its min rule"),
+    ("result:empty", {}, "t found nothing for these arguments"),
+    ("result:too_big", {}, "t answered more than its contract allows; narrow the request"),
+    ("result:shape", {}, "t answered a value its contract refuses"),
+    ("result:range", {}, "t answered a value its contract refuses"),
+    ("auth:scope:irreversible", {}, "this caller may not use irreversible tools such as t"),
+    ("auth:approval", {}, "t needs an approval of these exact arguments before it runs"),
+    ("write:no_key", {}, "t writes: the caller must give a run id, a step id and arguments that "
+     "can be keyed"),
+    ("write:conflict", {}, "this idempotency key was already used with other arguments"),
+    ("write:in_progress", {}, "the same write is running elsewhere; try again shortly"),
+    ("write:store", {}, "the idempotency store is unavailable; try again shortly"),
+    ("timeout", {}, "t did not answer in time; the same call may be tried again"),
+    ("upstream:503", {}, "t's upstream failed (503); the same call may be tried again"),
+    ("upstream:400", {}, "t's upstream failed (400); do not repeat this call"),
+    ("raised:KeyError", {}, "t failed (KeyError); do not repeat this call"),
+    ("later:check", {}, "t failed (check); do not repeat this call"),
+    ("later", {}, "t failed (later); do not repeat this call"),
+])
+def test_each_reason_has_its_message(reason: str, args: Any, message: str) -> None:
+    """The message for each reason, on a contract that gives it everything it can name."""
+    assert model_error(reason, _T, args)["message"] == message
+
+
+def test_a_message_without_a_contract_names_no_tool() -> None:
+    """Without a contract (an unknown tool) messages say "the tool", never a guessed name."""
+    assert model_error("result:empty", None, {})["message"] == (
+        "the tool found nothing for these arguments")
+    assert model_error("args:unexpected:x", None, {"x": 1})["message"] == "x is not an argument"
+
+
+@pytest.mark.parametrize(("given", "shown"), [
+    pytest.param("d" * 40, "d" * 40, id="at-the-limit-whole"),
+    pytest.param("d" * 41, "d" * 37 + "...", id="one-past-cut-to-the-limit"),
+])
+def test_values_are_cut_at_forty_characters(given: str, shown: str) -> None:
+    """A value the model sent is shown whole up to 40 characters, then cut to 40 with '...'."""
+    message = model_error("args:allowed:region", _T, {"region": given})["message"]
+    assert message == f"region must be one of busan, jeju, seoul; got {shown}"
+
+
+def test_an_object_whose_repr_raises_is_shown_by_its_type() -> None:
+    """A value that cannot be printed is named by its type."""
+    class Unprintable:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    message = model_error("args:min:limit", _T, {"limit": Unprintable()})["message"]
+    assert message == "limit must be at least 1; got <Unprintable>"
+
+
+def test_a_list_exactly_at_its_length_with_a_bad_item_is_an_item_defect() -> None:
+    """At its own bound the list is fine, so max_len there is an item's (a str too long)."""
+    table = {"t": {"fn": Body(), "returns": {}, "args": {
+        "names": {"type": "list", "min_len": 2, "max_len": 2,
+                  "item": {"type": "str", "min_len": 2, "max_len": 3}}}}}
+    contract = Gate(table).contract("t")
+    for check, names in (("max_len", ["ab", "abcd"]), ("min_len", ["ab", "a"])):
+        [field] = model_error(f"args:{check}:names", contract, {"names": names})["details"][
+            "fields"]
+        assert field["issue"] == f"has an item that breaks its {check} rule"
+
+
+@pytest.mark.parametrize(("exc", "details"), [
+    pytest.param(UpstreamError(599), {"status": 599}, id="599-is-a-status"),
+    pytest.param(UpstreamError(503, retry_after=0), {"status": 503, "retry_after_ms": 0},
+                 id="retry-after-zero-kept"),
+    pytest.param(UpstreamError(503, retry_after=86400), {"status": 503},
+                 id="retry-after-a-day-dropped"),
+    pytest.param(FakeHTTPError(FakeResponse(503, headers={"Retry-After": "2"})),
+                 {"status": 503, "retry_after_ms": 2000}, id="header-in-a-plain-dict"),
+])
+def test_upstream_details_at_their_bounds(exc: Exception, details: dict[str, Any]) -> None:
+    """Status 599 is still an HTTP error; a retry hint from 0 up to (not including) a day is kept;
+    a ``Retry-After`` header is read whatever its case."""
+    gate = one_tool(raising(exc))
+    assert gate.call_for_model("t", {})["error"]["details"] == {
+        "reason": f"upstream:{details['status']}", **details}
+
+
+def test_timed_reads_are_remembered_per_tool_and_counted() -> None:
+    """A read with a timeout is memoized like any read: under its own tool's key, each hit
+    counted, and two timeouts counted as two."""
+    first, second = Body(lambda kwargs: {"n": 1}), Body(lambda kwargs: {"n": 2})
+    slow = Body(lambda kwargs: time.sleep(0.3) or {"n": 3})
+    args = {"x": {"type": "int"}}
+    returns = {"n": {"type": "int"}}
+    gate = Gate({"a": {"fn": first, "args": args, "returns": returns, "timeout": 5},
+                 "b": {"fn": second, "args": args, "returns": returns, "timeout": 5},
+                 "slow": {"fn": slow, "args": args, "returns": returns, "timeout": 0.01}})
+    for _ in range(3):
+        assert gate.call_tool("a", {"x": 1})["value"] == {"n": 1}
+    assert gate.call_tool("b", {"x": 1})["value"] == {"n": 2}
+    assert (len(first.calls), len(second.calls)) == (1, 1)
+    assert gate.stats("a").hits == 2
+    gate.call_tool("slow", {"x": 1})
+    gate.call_tool("slow", {"x": 2})
+    assert gate.stats("slow").timed_out == 2

@@ -16,6 +16,7 @@ import logging
 import re
 import string
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -861,3 +862,89 @@ def test_scrub_ends_on_a_sensitive_value_that_contains_itself() -> None:
     gate = Gate({"t": {"fn": lambda **_: {}, "returns": {},
                        "args": {"blob": {"type": "dict", "sensitive": True}}}})
     assert scrub("id tok-cycle", gate.contract("t"), {"blob": cyclic}) == f"id {REDACTED}"
+
+
+def test_unkeyable_arguments_get_digests_of_their_own() -> None:
+    """Args the memo cannot key (a set inside a free-form dict) still get a digest per value:
+    an approval of one such call does not cover another."""
+    gate = Gate({"t": {"fn": lambda **_: {}, "returns": {}, "effect": "write",
+                       "risk": "irreversible", "args": {"opts": {"type": "dict"}}}},
+                scope={"irreversible"})
+    first, second = {"opts": {"ids": {1, 2}}}, {"opts": {"ids": {3}}}
+    assert gate.cache_key("t", first) is None  # what makes this case: no exact key
+    approval = gate.approve("t", first)
+    assert approval.args_digest != gate.approve("t", second).args_digest
+    call = {"run_id": "r", "step_id": "s", "approvals": [approval]}
+    assert gate.call_tool("t", second, **call)["error"] == "auth:approval"
+    assert gate.call_tool("t", first, **call)["ok"] is True
+
+
+def test_returned_lists_are_redacted_item_by_item_and_kept_otherwise() -> None:
+    """Sensitive item specs redact each item; other lists (of scalars, of untyped dicts) are
+    handed to the model as they are."""
+    value = {"pins": ["1111", "2222"], "tags": ["a", "b"], "raw": [{"k": 1}],
+             "rows": [{"name": "ann", "phone": "010"}]}
+    gate = Gate({"t": {"fn": lambda: copy.deepcopy(value), "args": {}, "returns": {
+        "pins": {"type": "list", "item": {"type": "str", "sensitive": True}},
+        "tags": {"type": "list", "item": {"type": "str"}},
+        "raw": {"type": "list"},
+        "rows": {"type": "list", "item": {"name": {"type": "str"},
+                                          "phone": {"type": "str", "sensitive": True}}},
+    }}})
+    assert gate.call_for_model("t", {})["data"] == {
+        "pins": [REDACTED, REDACTED], "tags": ["a", "b"], "raw": [{"k": 1}],
+        "rows": [{"name": "ann", "phone": REDACTED}]}
+
+
+def test_scrub_redacts_a_longer_secret_before_one_inside_it() -> None:
+    """When one sensitive value contains another, no part of the longer one is left behind."""
+    gate = Gate({"t": {"fn": lambda **_: {}, "returns": {}, "args": {
+        "short": {"type": "str", "sensitive": True},
+        "long": {"type": "str", "sensitive": True}}}})
+    args = {"short": "abc", "long": "abcdef"}
+    assert scrub("x abcdef y", gate.contract("t"), args) == f"x {REDACTED} y"
+
+
+def test_contract_hash_does_not_depend_on_the_order_specs_were_written() -> None:
+    """The same arguments declared in another order are the same contract."""
+    def entry(args: dict[str, Any]) -> dict[str, Any]:
+        return {"t": {"fn": len, "args": args, "returns": {}}}
+
+    one = {"a": {"type": "int"}, "b": {"type": "str"}}
+    other = dict(reversed(list(one.items())))
+    assert list(one) != list(other)
+    first, second = Gate(entry(one)).contract("t"), Gate(entry(other)).contract("t")
+    assert first is not None
+    assert second is not None
+    assert contract_hash(first) == contract_hash(second)
+
+
+def test_latency_covers_the_body() -> None:
+    """A body that sleeps 30 ms cannot be recorded as faster (a lower bound: no timing race)."""
+    sink = ListSink()
+    gate = Gate({"t": {"fn": lambda: time.sleep(0.03) or {}, "args": {}, "returns": {}}},
+                records=sink)
+    gate.call_tool("t", {})
+    [record] = sink.records
+    assert 30 <= record.latency_ms < 60_000
+
+
+def test_a_call_to_a_name_that_is_not_a_str_is_recorded_by_its_repr() -> None:
+    """The record names what the caller sent, printed."""
+    sink = ListSink()
+    gate = Gate({}, records=sink)
+    gate.call_tool(42, {})
+    assert [record.tool for record in sink.records] == ["42"]
+
+
+def test_a_recorded_call_keeps_its_scope_and_echo() -> None:
+    """With a sink, a call's own scope and echo values still decide it."""
+    sink = ListSink()
+    gate = Gate({"t": {"fn": lambda **_: {}, "returns": {}, "risk": "read_sensitive",
+                       "args": {"rid": {"type": "str", "echo": True}}}}, records=sink)
+    assert gate.call_tool("t", {"rid": "r-1"}, {"rid": "r-1"}, scope={"read_sensitive"})["ok"]
+    assert gate.call_tool("t", {"rid": "r-1"}, {"rid": "r-2"}, scope={"read_sensitive"})[
+        "error"] == "args:echo:rid"
+    answer = gate.call_for_model("t", {"rid": "r-1"}, {"rid": "r-2"}, scope={"read_sensitive"})
+    assert answer["error"]["details"]["reason"] == "args:echo:rid"
+    assert [record.reason for record in sink.records] == ["", "args:echo:rid", "args:echo:rid"]
