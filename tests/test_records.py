@@ -948,3 +948,27 @@ def test_a_recorded_call_keeps_its_scope_and_echo() -> None:
     answer = gate.call_for_model("t", {"rid": "r-1"}, {"rid": "r-2"}, scope={"read_sensitive"})
     assert answer["error"]["details"]["reason"] == "args:echo:rid"
     assert [record.reason for record in sink.records] == ["", "args:echo:rid", "args:echo:rid"]
+
+
+def test_request_ids_are_numbered_per_gate_under_a_random_prefix() -> None:
+    """``req_<8 hex>_<n>``: the prefix tells gates (and processes) apart, n counts from 1."""
+    sink = ListSink()
+    gate = Gate({"t": {"fn": lambda **_: {}, "args": {}, "returns": {}, "timeout": 5}},
+                records=sink)
+    gate.call_tool("t", {})
+    gate.call_tool("t", {})  # a memo hit of a read with a timeout
+    first, second = (record.request_id for record in sink.records)
+    match = re.fullmatch(r"(req_[0-9a-f]{8}_)(\d+)", first)
+    assert match is not None
+    assert (match.group(2), second) == ("1", match.group(1) + "2")
+    assert [record.memo_hit for record in sink.records] == [False, True]
+
+
+def test_json_lines_are_written_with_sorted_keys(tmp_path: Path) -> None:
+    """Each line lists its fields in one order, so lines diff and grep alike."""
+    path = tmp_path / "calls.jsonl"
+    gate = Gate({"t": {"fn": lambda **_: {}, "args": {}, "returns": {}}},
+                records=JsonLinesSink(path))
+    gate.call_tool("t", {})
+    [line] = path.read_text("utf-8").splitlines()
+    assert list(json.loads(line)) == sorted(RECORD_FIELDS)
