@@ -1153,6 +1153,7 @@ _T = _WORDED.contract("t")
     ("args:unexpected:rows", {"rows": [{"store": "s", "city": "c"}]},
      "rows has an item with an unexpected key"),
     ("args:min:nope", {}, "nope breaks its min rule"),
+    ("args:later", {}, "args:later"),
     ("result:empty", {}, "t found nothing for these arguments"),
     ("result:too_big", {}, "t answered more than its contract allows; narrow the request"),
     ("result:shape", {}, "t answered a value its contract refuses"),

@@ -233,7 +233,7 @@ def test_approval_of_the_exact_args_lets_the_call_run(risk: str) -> None:
     gate = approval_gate(risk, body)
     approval = gate.approve("t", VALID, by="ops")
     assert isinstance(approval, Approval)
-    assert approval.tool == "t"
+    assert (approval.tool, approval.by) == ("t", "ops")
     envelope = call(gate, "t", VALID, approvals=[approval])
     assert envelope == {"ok": True, "value": {"done": True}, "error": ""}
     assert body.calls == [VALID]
