@@ -273,7 +273,7 @@ class Gate:
         found = self._lookup(name)
         if isinstance(found, str) or not found.writes or not isinstance(args, dict):
             return None
-        return _write_key(found, args, run_id, step_id)
+        return _write_key(found, args, digest(args), run_id, step_id)
 
     def call_tool(
         self, name: object, args: object, echo: Mapping[str, object] | None = None, *,
@@ -447,14 +447,16 @@ class Gate:
         how: str = ""
         details: dict[str, Any] | None = None
         envelope: Envelope
+        # The canonical digest of the args: what an approval and a write's key are bound to.
+        exact = digest(args) if found.needs_approval or found.writes else ""
         if dry_run:
             how, envelope = "plan", {"ok": True, "value": _plan(found, args), "error": ""}
-        elif found.needs_approval and not _approved(found.contract.name, args, approvals, run_id,
+        elif found.needs_approval and not _approved(found.contract.name, exact, approvals, run_id,
                                                     step_id):
             found.counts.denied += 1
             envelope = {"ok": False, "value": None, "error": AUTH_APPROVAL}
         elif found.writes:
-            envelope, how, details = self._write(found, args, run_id, step_id)
+            envelope, how, details = self._write(found, args, exact, run_id, step_id)
         else:  # a read with an approval or a timeout; its memo is looked up after both
             key = cache_key(found.contract.name, args, found.hash)
             remembered: Any = self.cache.get(key, _MISS) if key is not None else _MISS
@@ -484,10 +486,9 @@ class Gate:
             return {"ok": False, "value": None, "error": TIMEOUT}, None, False
         return done
 
-    def _write(self, found: _Compiled, args: dict[str, Any], run_id: object,
+    def _write(self, found: _Compiled, args: dict[str, Any], exact: str, run_id: object,
                step_id: object) -> _Done:
-        exact = digest(args)
-        key = _write_key(found, args, run_id, step_id)
+        key = _write_key(found, args, exact, run_id, step_id)
         if key is None or not exact:
             return _failed(WRITE_NO_KEY)
         try:
@@ -664,21 +665,24 @@ def _plan(found: _Compiled, args: Any) -> dict[str, Any]:
             "needs_approval": contract.needs_approval}
 
 
-def _approved(name: str, args: object, approvals: Iterable[Approval], run_id: object,
+def _approved(name: str, exact: str, approvals: Iterable[Approval], run_id: object,
               step_id: object) -> bool:
-    exact = digest(args)
     return any(isinstance(approval, Approval) and approval.covers(name, exact, run_id, step_id)
                for approval in approvals)
 
 
-def _write_key(found: _Compiled, args: dict[str, Any], run_id: object,
+def _write_key(found: _Compiled, args: dict[str, Any], exact: str, run_id: object,
                step_id: object) -> str | None:
-    """The idempotency key, or ``None`` without a run id and step id or a business key."""
+    """The idempotency key, or ``None`` without a run id and step id or a business key.
+
+    ``exact`` is the digest of the whole args: the business key when the contract
+    names no ``key_args``.
+    """
     if not isinstance(run_id, str) or not run_id or not isinstance(step_id, str) or not step_id:
         return None
     key_args = found.contract.key_args
     if any(arg not in args for arg in key_args):
         return None
-    business = digest({arg: args[arg] for arg in key_args} if key_args else args)
+    business = digest({arg: args[arg] for arg in key_args}) if key_args else exact
     # A JSON list, so that colons inside a run id cannot make two keys alike.
     return json.dumps([run_id, step_id, found.contract.name, business[:32]]) if business else None
