@@ -87,7 +87,7 @@ def property_cases(prop: str, table: Table, name: str, *, stub_bodies: bool = Fa
     if prop == "bad_result":
         kinds = {site.kind for site in result_sites(table, name)}
         return [kind for kind in RESULT_CHECKS if kind in kinds]
-    if prop == "returns" and _stubbed(table, name, stub_bodies):
+    if prop == "returns" and name in _stubbed_tools(table, stub_bodies):
         return []
     return [None]
 
@@ -171,12 +171,14 @@ def run_property(prop: str, table: Table, name: str, settings: Settings | None =
 # --- the properties -------------------------------------------------------------------------------
 
 
-def _stubbed(table: Table, name: object, stub_bodies: bool) -> bool:
-    """Whether ``instrument`` stubs this tool's body: asked for, or a write tool."""
-    if stub_bodies:
-        return True
+def _stubbed_tools(table: Table, stub_bodies: bool) -> frozenset[str]:
+    """The tools whose bodies ``instrument`` stubs: all when asked, else the write tools.
+
+    Worked out once per property, not per example: it reads the whole table.
+    """
     contracts = check_table(table)
-    return isinstance(name, str) and name in contracts and writes(contracts[name])
+    return frozenset(name for name, contract in contracts.items()
+                     if stub_bodies or writes(contract))
 
 
 Check = Callable[[Any], None]
@@ -196,25 +198,27 @@ def _refused(table: Table, name: str, case: Case, stub_bodies: bool) -> Built:
 
 
 @st.composite
-def _memo_calls(draw: st.DrawFn, table: Table, name: str, stub_bodies: bool
+def _memo_calls(draw: st.DrawFn, table: Table, name: str, stubbed: bool
                 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Any]:
     args = draw(valid_args(table, name))
     reordered = draw(permuted(args))
     other = draw(valid_args(table, name))
-    value = draw(valid_results(table, name)) if _stubbed(table, name, stub_bodies) else None
+    value = draw(valid_results(table, name)) if stubbed else None
     return args, reordered, other, value
 
 
 def _memo(table: Table, name: str, case: Case, stub_bodies: bool) -> Built:
+    stubbed = name in _stubbed_tools(table, stub_bodies)
+
     def check(drawn: Any) -> None:
         args, reordered, other, value = drawn
         gate = instrument(table, [name], stub=stub_bodies)
-        if _stubbed(table, name, stub_bodies):
+        if stubbed:
             body_of(gate, name).value = value
         first = check_memo(gate, name, args, reordered, other)
         event("memo: first call " + ("answered" if first["ok"] else first["error"]))
 
-    return _memo_calls(table, name, stub_bodies), check
+    return _memo_calls(table, name, stubbed), check
 
 
 def _bad_result(table: Table, name: str, case: Case, stub_bodies: bool) -> Built:
@@ -230,12 +234,12 @@ def _bad_result(table: Table, name: str, case: Case, stub_bodies: bool) -> Built
 
 
 @st.composite
-def _envelope_calls(draw: st.DrawFn, table: Table, stub_bodies: bool
+def _envelope_calls(draw: st.DrawFn, table: Table, stubbed: frozenset[str]
                     ) -> tuple[Any, Any, Any, Any]:
     name, args = draw(any_calls(table))
     value = echo = None
     known = isinstance(name, str) and name in table
-    if known and _stubbed(table, name, stub_bodies):
+    if known and name in stubbed:
         value = draw(valid_results(table, name))
     if known and type(args) is dict and draw(st.booleans()):
         echo = echo_values(check_table(table)[name].args, args)  # a faithful copier
@@ -245,16 +249,18 @@ def _envelope_calls(draw: st.DrawFn, table: Table, stub_bodies: bool
 def _envelope(table: Table, name: str, case: Case, stub_bodies: bool) -> Built:
     # Any name at all is called, so the gate holds the whole table; ``name`` only
     # names the test. The names any_calls draws are the table's own or not in it.
+    stubbed = _stubbed_tools(table, stub_bodies)
+
     def check(drawn: Any) -> None:
         called, args, value, echo = drawn
         gate = instrument(table, stub=stub_bodies)
-        if isinstance(called, str) and called in table and _stubbed(table, called, stub_bodies):
+        if isinstance(called, str) and called in stubbed:
             body_of(gate, called).value = value
         envelope = check_envelope(gate, called, args, echo)
         stage, check_name, _ = parse_reason(envelope["error"])
         event("envelope: " + (f"{stage}:{check_name}" if stage else "ok"))
 
-    return _envelope_calls(table, stub_bodies), check
+    return _envelope_calls(table, stubbed), check
 
 
 def _returns(table: Table, name: str, case: Case, stub_bodies: bool) -> Built:
