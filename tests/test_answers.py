@@ -17,6 +17,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from _bodies import CountingBody
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -51,16 +52,7 @@ MAX_MESSAGE = 200
 # -- Helpers --------------------------------------------------------------------------------------
 
 
-class Body:
-    """A tool body that records each call and answers ``make(kwargs)`` (or raises it)."""
-
-    def __init__(self, make: Callable[[dict[str, Any]], Any] | None = None) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self.make = make or (lambda kwargs: {})
-
-    def __call__(self, **kwargs: Any) -> Any:
-        self.calls.append(kwargs)
-        return self.make(kwargs)
+Body = CountingBody  # answers {} unless told otherwise
 
 
 def raising(exc: BaseException) -> Body:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from _bodies import CountingBody
 
 import agtool.tools as tools
 from agtool import (
@@ -37,20 +38,11 @@ from agtool._memo import MAX_DEPTH, freeze, thaw
 ENVELOPE_KEYS = {"ok", "value", "error"}
 
 
-class Counter:
-    """A tool body that records each call and answers ``make(kwargs)``."""
+class Counter(CountingBody):
+    """A counting body that, unless told otherwise, answers its arguments under ``echo``."""
 
-    def __init__(self, make: Callable[[dict[str, Any]], Any] | None = None) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self.make = make or (lambda kwargs: {"echo": dict(kwargs)})
-
-    def __call__(self, **kwargs: Any) -> Any:
-        self.calls.append(kwargs)
-        return self.make(kwargs)
-
-    @property
-    def count(self) -> int:
-        return len(self.calls)
+    def default(self, kwargs: dict[str, Any]) -> Any:
+        return {"echo": dict(kwargs)}
 
 
 def gate_for(fn: Callable[..., Any], args: dict[str, Any] | None = None,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _bodies import CountingBody
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -44,20 +45,11 @@ HEX64 = re.compile(r"[0-9a-f]{64}")
 MARK = "SECRET-"
 
 
-class Body:
-    """A tool body that counts its runs and answers ``make(kwargs)``."""
+class Body(CountingBody):
+    """A counting body that, unless told otherwise, answers ``{"n": 1}``."""
 
-    def __init__(self, make: Callable[[dict[str, Any]], Any] | None = None) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self.make = make or (lambda kwargs: {"n": 1})
-
-    def __call__(self, **kwargs: Any) -> Any:
-        self.calls.append(kwargs)
-        return self.make(kwargs)
-
-    @property
-    def count(self) -> int:
-        return len(self.calls)
+    def default(self, kwargs: dict[str, Any]) -> Any:
+        return {"n": 1}
 
 
 class ListSink:
