@@ -13,7 +13,15 @@ the model structured errors and output marked by source and trust
 reference tools and the agent graph live in ``agtool.tools``.
 """
 
-from ._answers import CODES, RETRYABLE_CODES, error_code, is_retryable, model_error
+from ._answers import (
+    CODES,
+    RETRYABLE_CODES,
+    UNTRUSTED_NOTE,
+    error_code,
+    is_retryable,
+    model_error,
+)
+from ._authority import Approval
 from ._contract import (
     EFFECTS,
     RISKS,
@@ -25,7 +33,7 @@ from ._contract import (
     check_table,
 )
 from ._errors import AgtoolError, ContractError, UpstreamError
-from ._gate import DEFAULT_SCOPE, UNTRUSTED_NOTE, Approval, Envelope, Gate, ToolStats
+from ._gate import DEFAULT_SCOPE, Gate
 from ._jsonschema import (
     STRICTER_THAN_JSON_SCHEMA,
     SchemaError,
@@ -37,6 +45,8 @@ from ._jsonschema import (
     tool_spec,
 )
 from ._lint import Finding, echo_match_rate, lint_file, lint_schema, lint_table
+from ._memo import DEFAULT_MEMO_SIZE, DEFAULT_MEMO_TTL, Memo
+from ._outcome import Envelope
 from ._reasons import (
     ARG_CHECKS,
     ARG_REASONS,
@@ -45,14 +55,18 @@ from ._reasons import (
     WRITE_REASONS,
     Reason,
     parse_reason,
+    shown,
 )
 from ._records import REDACTED, CallRecord, JsonLinesSink, RecordSink, contract_hash
+from ._stats import ToolStats
 from ._store import Claim, SqliteStore, StoredWrite, WriteStore
 
 __all__ = [
     "ARG_CHECKS",
     "ARG_REASONS",
     "CODES",
+    "DEFAULT_MEMO_SIZE",
+    "DEFAULT_MEMO_TTL",
     "DEFAULT_SCOPE",
     "EFFECTS",
     "REDACTED",
@@ -75,6 +89,7 @@ __all__ = [
     "Finding",
     "Gate",
     "JsonLinesSink",
+    "Memo",
     "Reason",
     "RecordSink",
     "SchemaError",
@@ -99,6 +114,7 @@ __all__ = [
     "model_error",
     "output_schema",
     "parse_reason",
+    "shown",
     "to_json_schema",
     "tool_spec",
 ]

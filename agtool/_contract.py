@@ -9,11 +9,15 @@ A table is a plain dict, kept as a value that programs read::
             # optional, for tools that touch the world (see ``EFFECTS``, ``RISKS``):
             "effect": "read" | "write", "risk": one of RISKS,
             "key_args": [arg, ...], "timeout": seconds,
-            "source": "where the output comes from", "trust": "trusted" | "untrusted"}}
+            "source": "where the output comes from", "trust": "trusted" | "untrusted",
+            # optional, for read tools: seconds a successful value may be served
+            # from the gate's memo (0: never remembered; absent: the gate's default)
+            "ttl": seconds}}
 
 A spec is a dict with ``type`` (one of ``TYPES``) and optionally ``required``
 (bool, default ``True``), ``allowed``, ``min``, ``max``, ``min_len``,
-``max_len``, ``pattern``, ``item``, ``description``, ``echo`` and
+``max_len``, ``pattern`` (which all of a str must match, read by RE2: see
+``agtool._patterns``), ``item``, ``description``, ``echo`` and
 ``sensitive`` (redacted before a model or a log sees it). ``parse_entry`` turns
 an entry into a frozen ``ToolContract`` or raises ``ContractError`` naming the
 tool, the field and the problem.
@@ -22,12 +26,12 @@ tool, the field and the problem.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
 from ._errors import ContractError
+from ._patterns import fullmatcher, pattern_problem
 
 __all__ = [
     "EFFECTS",
@@ -49,7 +53,7 @@ SPEC_KEYS = frozenset(
      "description", "echo", "sensitive"}
 )
 ENTRY_KEYS = frozenset({"fn", "args", "returns", "description", "effect", "risk", "key_args",
-                        "timeout", "source", "trust"})
+                        "timeout", "source", "trust", "ttl"})
 #: What a tool does to the world. Write tools are never memoized; they run once per
 #: idempotency key.
 EFFECTS = ("read", "write")
@@ -119,6 +123,9 @@ class ToolContract:
     timeout: float | None = None
     source: str = INTERNAL_SOURCE
     trust: str = "trusted"
+    #: Seconds a read's successful value may be served from the gate's memo;
+    #: ``0``: never remembered; ``None`` (absent): the gate's default.
+    ttl: float | None = None
 
     @property
     def needs_approval(self) -> bool:
@@ -195,6 +202,7 @@ def parse_entry(name: object, entry: object) -> ToolContract:
         timeout=_timeout(name, entry),
         source=source,
         trust=trust,
+        ttl=_ttl(name, entry, effect),
     )
 
 
@@ -239,6 +247,22 @@ def _timeout(name: str, entry: Mapping[str, Any]) -> float | None:
     return float(timeout)
 
 
+def _ttl(name: str, entry: Mapping[str, Any], effect: str) -> float | None:
+    ttl = entry.get("ttl")
+    if ttl is None:
+        return None
+    if effect != "read":
+        raise ContractError(name, "ttl", "applies to read tools only: writes are never memoized")
+    # Unlike a timeout, 0 means something: a read whose value is never served again.
+    if _is_number(ttl) and ttl >= 0:
+        try:
+            return float(ttl)
+        except OverflowError:
+            pass  # an int beyond every float is no number of seconds a clock can reach
+    raise ContractError(name, "ttl", f"must be a non-negative finite number of seconds, "
+                        f"got {ttl!r}")
+
+
 def _parse_specs(tool: str, field: str, specs: object) -> dict[str, Spec]:
     if not isinstance(specs, Mapping):
         raise ContractError(tool, field, f"must be a dict of specs, got {type(specs).__name__}")
@@ -280,10 +304,9 @@ def _parse_spec(tool: str, field: str, spec: object) -> Spec:
     if pattern is not None:
         if not isinstance(pattern, str):
             raise ContractError(tool, f"{field}.pattern", "must be a str")
-        try:
-            re.compile(pattern)
-        except (re.error, OverflowError, RecursionError) as exc:
-            raise ContractError(tool, f"{field}.pattern", f"is not a valid regex: {exc}") from exc
+        problem = pattern_problem(pattern)
+        if problem:
+            raise ContractError(tool, f"{field}.pattern", problem)
     low, high = _bounds(tool, field, spec, "min", "max", _is_number)
     min_len, max_len = _bounds(tool, field, spec, "min_len", "max_len", _is_count)
     parsed = Spec(
@@ -374,6 +397,6 @@ def scalar_problem(spec: Spec, value: Any) -> str:
         return "min_len"
     if spec.max_len is not None and len(value) > spec.max_len:
         return "max_len"
-    if spec.pattern is not None and re.fullmatch(spec.pattern, value) is None:
+    if spec.pattern is not None and fullmatcher(spec.pattern)(value) is None:
         return "pattern"
     return ""

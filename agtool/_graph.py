@@ -64,8 +64,9 @@ from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 
 from ._answers import is_retryable
+from ._authority import Approval
 from ._contract import ToolContract, check_table
-from ._gate import Approval, Gate
+from ._gate import Gate
 from ._jsonschema import tool_spec as export_spec
 from ._memo import cache_key
 from ._reasons import (
@@ -80,6 +81,7 @@ from ._reasons import (
     UNKNOWN_TOOL,
     Reason,
     parse_reason,
+    shown,
 )
 
 __all__ = [
@@ -407,7 +409,9 @@ def _drop_arg(call: Call, reason: Reason, contract: ToolContract | None) -> Call
     args = call["args"]
     if not isinstance(args, dict):
         return None
-    return _with_args(call, {key: value for key, value in args.items() if key != reason.arg})
+    # The reason names the argument as ``shown`` echoes it (escaped, bounded).
+    return _with_args(call, {key: value for key, value in args.items()
+                             if not (isinstance(key, str) and shown(key) == reason.arg)})
 
 
 def _use_successor(call: Call, reason: Reason, contract: ToolContract | None) -> Call | None:

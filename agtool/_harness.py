@@ -24,8 +24,10 @@ from typing import Any
 
 from ._answers import is_retryable
 from ._contract import RISKS, Spec, ToolContract, check_table
-from ._gate import Envelope, Gate, ToolStats
-from ._reasons import ARG_CHECKS, ARG_REASONS, RESULT_CHECKS, Reason, parse_reason
+from ._gate import Gate
+from ._outcome import Envelope
+from ._reasons import ARG_CHECKS, ARG_REASONS, RESULT_CHECKS, Reason, parse_reason, shown
+from ._stats import ToolStats
 
 __all__ = [
     "ENVELOPE_KEYS",
@@ -411,7 +413,8 @@ def check_bad_result(gate: Gate, name: str, args: dict[str, Any], bad_value: Any
                           "expected once: a refused result must not be remembered")
         assert _delta(runs.stats, stats) == ToolStats(runs=1, bad_results=1), (
             f"the {attempt} call: counters moved by {_delta(runs.stats, stats)}")
-    key = gate.cache_key(name, args)
+    # Keyed as the harness's calls are: in its run, with the echo values they were given.
+    key = gate.cache_key(name, args, HARNESS_RUN, echo_of(gate, name, args))
     assert key is None or key not in gate.cache, f"a refused result of {name!r} is in the memo"
 
 
@@ -478,8 +481,10 @@ def _check_arg_reason(gate: Gate, name: Any, args: Any, echo: Mapping[str, Any] 
     assert isinstance(args, dict), f"{what} named an argument defect in a {type(args).__name__}"
     # The reason must name a real defect: an argument that is there, or missing, as it says.
     # dict.keys and dict.get, not args' own methods: a dict subclass may make those raise.
-    given = dict.keys(args)
-    spec = contract.args.get(arg)
+    # Reasons echo names as ``shown`` makes them (escaped, bounded): compare them so.
+    given = {shown(key) for key in dict.keys(args) if type(key) is str}
+    # The reason names the argument as shown: find the declared one it stands for.
+    spec = next((spec for key, spec in contract.args.items() if shown(key) == arg), None)
     # Inside a list of objects a key can be missing or unexpected too; the reason names
     # the top-level argument that holds it.
     inside = spec is not None and arg in given and _holds_objects(spec)

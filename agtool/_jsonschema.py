@@ -10,7 +10,12 @@ table. A keyword outside the subset is refused with ``SchemaError`` naming it
 and where it is, never dropped: a dropped ``maximum`` is a hole in the gate.
 
 Where the gate accepts less than the ``jsonschema`` package does on the
-exported schema is listed once, in ``STRICTER_THAN_JSON_SCHEMA``.
+exported schema is listed once, in ``STRICTER_THAN_JSON_SCHEMA``. Patterns are
+read by the gate with RE2 (``agtool._patterns``), not with JSON Schema's
+ECMA 262 nor the ``jsonschema`` package's Python ``re``; the differences are
+under its ``"pattern"`` entry. Entry keys that configure the gate rather than
+the arguments (``effect``, ``risk``, ``key_args``, ``timeout``, ``ttl``,
+``source``, ``trust``) are not schema and are neither exported nor imported.
 
     AgtoolError
     └── ContractError (also a ValueError)
@@ -31,6 +36,7 @@ from urllib.parse import unquote
 
 from ._contract import Spec, ToolContract, parse_entry
 from ._errors import ContractError
+from ._patterns import fullmatcher, pattern_problem
 
 __all__ = [
     "DIALECT",
@@ -97,14 +103,17 @@ def _gate_number(value: object) -> bool:
     return type(value) is int or (type(value) is float and math.isfinite(value))
 
 
-def _ecma_pattern_matches(pattern: str, value: str) -> bool:
-    return re.search(_end_of_input(pattern), value) is not None
+def _gate_pattern_matches(pattern: str, value: str) -> bool:
+    # What from_json_schema makes of the keyword is what the gate matches.
+    return fullmatcher(gate_pattern(pattern))(value) is not None
 
 
 #: Every difference between the gate and the ``jsonschema`` package validating
 #: the exported schema, keyed by the JSON Schema type or keyword it narrows.
 #: In each, the gate is the stricter: nothing the gate accepts is refused by the
-#: schema. (``True`` is neither an integer nor a number in both, so it is not here.)
+#: schema, but for the negated class shorthands (``\\D``, ``\\W``, ``\\S``) named
+#: under ``"pattern"``.
+#: (``True`` is neither an integer nor a number in both, so it is not here.)
 STRICTER_THAN_JSON_SCHEMA: Mapping[str, Stricter] = MappingProxyType({
     "integer": Stricter(
         "JSON Schema's integer is any number with a zero fraction, so 1.0 is one; the gate's "
@@ -116,9 +125,13 @@ STRICTER_THAN_JSON_SCHEMA: Mapping[str, Stricter] = MappingProxyType({
         _gate_number),
     "pattern": Stricter(
         "The jsonschema package searches with Python's re, whose $ also matches before a "
-        "final newline; in ECMA 262, JSON Schema's regex dialect, and in the gate's full "
-        "match, the end is the end.",
-        _ecma_pattern_matches),
+        "final newline; in ECMA 262, JSON Schema's regex dialect, and in the gate's RE2 full "
+        "match, the end is the end. RE2's \\d, \\w and \\b are ASCII, as in ECMA 262 and "
+        "unlike Python's re, and its \\s is [\\t\\n\\f\\r ], narrower than both, so the "
+        "gate is stricter on those; but it accepts more than Python's re on \\D, \\W and "
+        "\\S, and more than ECMA 262 on \\S. Write explicit classes ([0-9], [^0-9]) for a "
+        "pattern every validator reads alike.",
+        _gate_pattern_matches),
     ECHO_KEYWORD: Stricter(
         "An echo argument must equal the value the caller passes as echo=; a schema cannot "
         "say which value that is, only that a string is required.",
@@ -145,9 +158,10 @@ def to_json_schema(table: Mapping[str, Any], name: str) -> dict[str, Any]:
 
     Arguments are closed (``additionalProperties: false`` on every object), a
     ``pattern`` is exported as ``^(?:pattern)$`` because the gate full-matches
-    while JSON Schema searches, and an echo argument is required and marked
-    with ``ECHO_KEYWORD``. The few values the gate refuses although the schema
-    allows them are listed in ``STRICTER_THAN_JSON_SCHEMA``.
+    while JSON Schema searches (the text itself is kept, and the gate reads it
+    with RE2), and an echo argument is required and marked with
+    ``ECHO_KEYWORD``. The few values the gate refuses although the schema
+    allows them, and how RE2 reads a pattern, are in ``STRICTER_THAN_JSON_SCHEMA``.
     """
     contract = _contract_of(table, name)
     return {"$schema": DIALECT, **_object_schema(name, contract.args, True, "")}
@@ -211,11 +225,15 @@ def _spec_schema(tool: str, spec: Spec, closed: bool, where: str) -> dict[str, A
 def _export_pattern(tool: str, pattern: str, where: str) -> str:
     wrapped = f"^(?:{pattern})$"
     try:
+        # Compiled, never matched: Python's re is what the jsonschema package reads
+        # the export with, so a pattern it refuses would make the schema unusable.
         re.compile(wrapped)
     except re.error as exc:
-        # Inline global flags, for one, are legal only at the very start of a regex.
+        # Inline global flags, for one, are legal only at the very start of a regex;
+        # RE2-only syntax (\pL, \z, \Q...\E) is no JSON Schema regex either.
         raise SchemaError("", tool, where, f"pattern {pattern!r} cannot be anchored for JSON "
-                          f"Schema ({exc}); write it without global inline flags") from exc
+                          f"Schema ({exc}); write it without global inline flags or "
+                          f"RE2-only syntax") from exc
     return wrapped
 
 
@@ -528,10 +546,10 @@ class _Importer:
     def pattern(self, value: object, where: str) -> str:
         if not isinstance(value, str):
             self.fail(where, "must be a string")
-        try:
-            re.compile(value)
-        except re.error as exc:
-            self.fail(where, f"is not a regex Python can compile: {exc}")
+        # Checked before gate_pattern wraps it, so the problem quotes the schema's text.
+        problem = pattern_problem(_re2_escapes(value))
+        if problem:
+            self.fail(where, problem)
         return gate_pattern(value)
 
     def validate(self, spec: Mapping[str, Any], node: Mapping[str, Any], where: str) -> None:
@@ -607,7 +625,8 @@ def from_json_schema(
 
     Argument objects are closed whether or not the schema says
     ``additionalProperties: false``: the gate refuses unnamed arguments. A
-    ``pattern`` keeps JSON Schema's search meaning (see ``gate_pattern``).
+    ``pattern`` keeps JSON Schema's search meaning (see ``gate_pattern``); one
+    RE2 cannot compile (a lookaround, a backreference) raises ``SchemaError``.
     Without ``output`` the result is only required to be an object. Without
     ``fn`` the entry's body raises ``NotImplementedError``.
     """
@@ -676,24 +695,31 @@ def _class_end(pattern: str, start: int) -> int:
     return index + 1
 
 
-def _end_of_input(pattern: str) -> str:
-    """``pattern`` with each bare ``$`` meaning the end of input, as in ECMA 262."""
-    ends = [index for index, char, _ in _structure(pattern) if char == "$"]
-    for index in reversed(ends):
-        pattern = pattern[:index] + r"(?![\s\S])" + pattern[index + 1:]
-    return pattern
+# An ECMA 262 \uXXXX or \u{X...} escape; any other escape pair, kept as it is.
+_ESCAPE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|u\{([0-9A-Fa-f]{1,6})\}|.)", re.DOTALL)
+
+
+def _re2_escapes(pattern: str) -> str:
+    """``pattern`` with ECMA 262's ``\\uXXXX`` escapes spelt as RE2's ``\\x{XXXX}``."""
+    def spell(escape: re.Match[str]) -> str:
+        code = escape.group(1) or escape.group(2)
+        return f"\\x{{{code}}}" if code else escape.group(0)
+
+    return _ESCAPE.sub(spell, pattern)
 
 
 def gate_pattern(pattern: str) -> str:
-    """The gate's full-match regex for JSON Schema's search ``pattern``.
+    """The gate's full-match regex (RE2) for JSON Schema's search ``pattern``.
 
     ``^(?:X)$`` (what ``to_json_schema`` writes) gives ``X``; ``^X$`` with no
     top-level ``|`` gives ``X``; anything else is searched for:
     ``(?s:.*?)(?:pattern)(?s:.*)``. A bare ``$`` keeps its ECMA meaning, the end
-    of input. Character classes such as ``\\d`` and ``\\w`` are read by Python's
-    ``re``, which also matches non-ASCII digits and letters: write ``[0-9]`` for
-    a pattern that must mean the same to every JSON Schema validator.
+    of input, which is also RE2's; ``\\uXXXX`` becomes RE2's ``\\x{XXXX}``.
+    RE2 reads ``\\d``, ``\\w`` and ``\\b`` as ASCII, as ECMA 262 does, and
+    ``\\s`` as ``[\\t\\n\\f\\r ]``, narrower than ECMA's: write explicit
+    classes for a pattern that must mean the same to every JSON Schema validator.
     """
+    pattern = _re2_escapes(pattern)
     marks = list(_structure(pattern))
     last = len(pattern) - 1
     anchored = (pattern.startswith("^") and any(index == last and char == "$"
@@ -701,8 +727,8 @@ def gate_pattern(pattern: str) -> str:
     if anchored and pattern.startswith("^(?:") and _closing(marks, 1) == last - 1:
         return pattern[4:-2]
     if anchored and not any(char == "|" and depth == 0 for _, char, depth in marks):
-        return _end_of_input(pattern[1:-1])
-    return f"(?s:.*?)(?:{_end_of_input(pattern)})(?s:.*)"
+        return pattern[1:-1]
+    return f"(?s:.*?)(?:{pattern})(?s:.*)"
 
 
 def _closing(marks: Sequence[tuple[int, str, int]], opening: int) -> int | None:

@@ -7,7 +7,12 @@ string, and a flag may rightly be a boolean. The rules (``RULES``):
 - R2: a string with neither ``enum`` (or ``const``) nor ``pattern``;
 - R3: a boolean switch;
 - R4: sentinel ambiguity: a default that is explicitly null, or a null type;
-- R5: an id-like string argument (``request_id``, ``*_id``) not marked echo.
+- R5: an id-like string argument (``request_id``, ``*_id``) not marked echo;
+- R6: a ``pattern`` RE2 cannot compile (the gate would refuse the table), or
+  one a backtracking engine (Python's ``re``, most JSON Schema validators) may
+  take exponential time on: a quantified group holding a quantifier
+  (``(a+)+``) or alternatives that start alike (``(a|aa)*``). The gate is safe
+  (RE2), but anyone else validating with the schema is not.
 
 Seed 002's script had two bugs, fixed here: ``node.get("default") is None``
 reported every node without a default as having a null one (only a declared
@@ -32,15 +37,20 @@ from urllib.parse import unquote
 from ._contract import check_table
 
 # _escape and _resolve are the JSON pointer helpers the importer follows refs with:
-# one reading of a pointer for both.
+# one reading of a pointer for both; _structure, _class_end and _re2_escapes are
+# its reading of a pattern.
 from ._jsonschema import (
     ECHO_KEYWORD,
     SchemaError,
+    _class_end,
     _escape,
+    _re2_escapes,
     _resolve,
+    _structure,
     read_tools_file,
     to_json_schema,
 )
+from ._patterns import pattern_problem
 
 __all__ = [
     "DENSITY_FLOOR",
@@ -59,6 +69,8 @@ RULES: Mapping[str, str] = MappingProxyType({
     "R3": "a boolean switch: check it is not two tools, or a mode that wants an enum",
     "R4": "sentinel ambiguity: an explicit null default or a null type",
     "R5": "an id-like string argument not marked echo, so nobody compares it with the original",
+    "R6": "a pattern RE2 cannot compile, or one a backtracking engine may take exponential "
+          "time on (a nested quantifier, alternatives that start alike under a quantifier)",
 })
 #: R1's threshold: required fields / all fields, for tools with at least ``_MIN_FIELDS``.
 DENSITY_FLOOR = 0.75
@@ -137,6 +149,54 @@ def _node_findings(node: Mapping[str, Any], tool: str, where: str) -> Iterator[F
     if "null" in types:
         yield Finding("R4", tool, where, "a null type: does null mean 'not given', 'none "
                       "found' or 'not looked up yet'?")
+    pattern = node.get("pattern")
+    if isinstance(pattern, str):
+        problem = pattern_problem(_re2_escapes(pattern)) or _backtracking_risk(pattern)
+        if problem:
+            yield Finding("R6", tool, f"{where}/pattern", f"pattern {pattern!r} {problem}")
+
+
+_QUANTIFIERS = frozenset("*+{")
+
+
+def _backtracking_risk(pattern: str) -> str:
+    """Why a backtracking engine may take exponential time on ``pattern``, or ``""``.
+
+    A heuristic over the pattern's text, not a proof: it looks for a group
+    followed by ``*``, ``+`` or ``{`` whose body repeats too, or whose
+    alternatives start with the same atom, so one input splits many ways.
+    """
+    marks = list(_structure(pattern))
+    opened: list[int] = []  # positions in marks of the groups still open
+    for position, (index, char, depth) in enumerate(marks):
+        if char == "(":
+            opened.append(position)
+        elif char == ")" and opened:
+            start = opened.pop()
+            if pattern[index + 1:index + 2] not in _QUANTIFIERS:
+                continue
+            body = marks[start + 1:position]
+            group = pattern[marks[start][0]:index + 1]
+            if any(inner in _QUANTIFIERS for _, inner, _ in body):
+                return (f"repeats {group!r}, which repeats inside: a nested quantifier can "
+                        f"take exponential time in a backtracking engine")
+            bars = [at for at, inner, level in body if inner == "|" and level == depth + 1]
+            firsts = [_first_atom(pattern, at + 1) for at in [marks[start][0], *bars]]
+            if len(set(firsts)) < len(firsts):
+                return (f"repeats {group!r}, whose alternatives start alike: that can take "
+                        f"exponential time in a backtracking engine")
+    return ""
+
+
+def _first_atom(pattern: str, index: int) -> str:
+    """The atom starting at ``index``, after a group's ``?:``: an escape, a class or a char."""
+    if pattern.startswith("?:", index):
+        index += 2
+    if pattern.startswith("\\", index):
+        return pattern[index:index + 2]
+    if pattern.startswith("[", index):
+        return pattern[index:_class_end(pattern, index)]
+    return pattern[index:index + 1]
 
 
 def _types(node: object) -> set[str]:

@@ -1,22 +1,51 @@
-"""Memo keys and isolated copies of remembered values.
+"""The memo: remembered successes, their keys, and isolated copies of their values.
 
 A key must tell apart what Python's ``==`` confuses: ``1``, ``1.0`` and
 ``True`` are equal and hash alike, but a model that sent ``True`` for a count
-made a different call. orjson with sorted keys keeps the three apart and costs
-little; values it cannot write exactly (NaN, huge ints, tuples, non-str keys)
+made a different call. For checked args the key is compiled from the
+contract: scalars as they are (floats by their hex form, so ``1.0`` is not
+``1`` and ``-0.0`` is not ``0.0``), containers as orjson with sorted keys.
+Values orjson cannot write exactly (NaN, huge ints, tuples, non-str keys)
 take a slower typed walk, and what neither can key is simply not remembered.
+
+``Memo`` is bounded, so that a long-running service can keep one: it holds
+at most ``size`` values, dropping the least recently used, and each value
+only for its time to live.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Hashable
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 import orjson
 
-__all__ = ["MAX_DEPTH", "cache_key", "freeze", "thaw"]
+from ._contract import Spec
+from ._stats import Counts
+
+__all__ = ["DEFAULT_MEMO_SIZE", "DEFAULT_MEMO_TTL", "MAX_DEPTH", "MISS", "Memo", "cache_key",
+           "compile_key", "freeze", "thaw"]
+
+#: How many values a gate remembers unless told otherwise: enough for the
+#: repeats of one agent run and then some, small enough to live in a service.
+DEFAULT_MEMO_SIZE = 1024
+#: Seconds a value is served unless the contract says otherwise: a stock count
+#: remembered at 9 a.m. is not what a 5 p.m. question should be answered with.
+DEFAULT_MEMO_TTL = 300.0
+
+
+class _Miss:
+    def __repr__(self) -> str:
+        return "MISS"
+
+
+#: What ``Memo.get`` answers for a key it does not hold (``None`` may be remembered).
+MISS: Any = _Miss()
 
 #: Deeper values are not remembered: keys and copies stay bounded and cycles end.
 MAX_DEPTH = 64
@@ -28,20 +57,22 @@ _EXACT = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
 _ORJSON = orjson.OPT_SORT_KEYS | _EXACT
 
 
-def cache_key(name: str, args: object, version: str = "") -> Hashable | None:
-    """The memo key of a call, or ``None`` when these args cannot be keyed exactly.
+def cache_key(name: str, args: object, version: str = "",
+              run_id: str | None = None) -> Hashable | None:
+    """The key of any call's args, or ``None`` when they cannot be keyed exactly.
 
-    Key order does not matter; the type of every value does; the tool's name and
-    ``version`` (the gate passes its contract's hash) are part of the key, so two
-    tools, or two versions of one contract, never share one.
+    Key order does not matter; the type of every value does; the tool's name,
+    ``version`` (the gate passes its contract's hash) and the run are part of
+    the key, so two tools, two versions of one contract or two runs never
+    share one. The gate keys checked args with ``compile_key`` instead.
     """
     try:
-        return _key(name, args, version)
+        return _key(name, args, version, run_id)
     except Exception:  # args whose own methods raise are not remembered
         return None
 
 
-def _key(name: str, args: object, version: str) -> Hashable | None:
+def _key(name: str, args: object, version: str, run_id: str | None) -> Hashable | None:
     if not isinstance(args, dict):
         return None
     for value in args.values():
@@ -53,11 +84,11 @@ def _key(name: str, args: object, version: str) -> Hashable | None:
             break
     else:
         try:
-            return (name, version, orjson.dumps(args, option=_ORJSON))
+            return (name, version, run_id, orjson.dumps(args, option=_ORJSON))
         except orjson.JSONEncodeError:
             pass  # a huge int or a str with a lone surrogate: key it by the walk
     walked = _typed(args, 0)
-    return None if walked is None else (name, version, walked)
+    return None if walked is None else (name, version, run_id, walked)
 
 
 def _typed(value: object, depth: int) -> Hashable | None:
@@ -135,3 +166,190 @@ def thaw(frozen: bytes | _Copied) -> Any:
     if type(frozen) is bytes:
         return orjson.loads(frozen)
     return copy.deepcopy(frozen.value)  # type: ignore[union-attr]
+
+
+# -- keys compiled from a contract ------------------------------------------------------------
+
+class _NoKey:
+    def __repr__(self) -> str:
+        return "NO_KEY"
+
+
+_NO_KEY: Any = _NoKey()
+
+
+def _float_part(value: object) -> object:
+    # An int stays an int; a float becomes its hex text: 1.0 and 1, -0.0 and 0.0 stay apart.
+    return float.hex(value) if type(value) is float else value
+
+
+def _exact_part(value: object) -> object:
+    """A container the contract types all through: orjson writes it exactly."""
+    try:
+        return orjson.dumps(value, option=_ORJSON)
+    except orjson.JSONEncodeError:  # a huge int or a lone surrogate
+        walked = _typed(value, 0)
+        return _NO_KEY if walked is None else walked
+
+
+def _open_part(value: object) -> object:
+    """A container with untyped parts: anything may be inside, so it is walked first."""
+    if _is_plain_json(value, 0):
+        return _exact_part(value)
+    walked = _typed(value, 0)
+    return _NO_KEY if walked is None else walked
+
+
+def compile_key(name: str, version: str,
+                specs: Mapping[str, Spec]) -> Callable[[dict[str, Any], object], Hashable | None]:
+    """``key_of(snapshot, run_id)``: the memo key of args that passed ``specs``' check.
+
+    Only for checked snapshots, whose scalars have their exact declared types;
+    ``None`` when some part cannot be keyed exactly (the call is not remembered).
+    """
+    parts = []
+    containers = False
+    for number, (arg, spec) in enumerate(specs.items()):
+        read = f"snapshot[{arg!r}]" if spec.required else f"snapshot.get({arg!r}, MISSING)"
+        if spec.type in ("list", "dict"):
+            containers = True
+            part = "exact_part" if _is_closed(spec) else "open_part"
+            # An absent optional container is keyed as absent, not as a value.
+            read = (f"{part}({read})" if spec.required else
+                    f"(MISSING if (v{number} := {read}) is MISSING else {part}(v{number}))")
+        elif spec.type == "float":
+            read = f"float_part({read})"
+        parts.append(read)
+    body = f"(NAME, VERSION, run_id, {', '.join(parts)})" if parts else "(NAME, VERSION, run_id)"
+    lines = ["def key_of(snapshot, run_id):", f"    key = {body}"]
+    # A part that cannot be keyed spoils the whole key; scalars never do.
+    lines.append("    return None if NO_KEY in key else key" if containers else "    return key")
+    namespace: dict[str, Any] = {
+        "NAME": name, "VERSION": version, "MISSING": MISS, "NO_KEY": _NO_KEY,
+        "float_part": _float_part, "exact_part": _exact_part, "open_part": _open_part}
+    exec(compile("\n".join(lines), "<agtool key>", "exec"), namespace)  # noqa: S102 - our own source
+    key_of: Callable[[dict[str, Any], object], Hashable | None] = namespace["key_of"]
+    return key_of
+
+
+def _is_closed(spec: Spec) -> bool:
+    """Whether the contract types every part of a valid value (what orjson writes exactly)."""
+    if spec.type == "dict":
+        return False  # a dict spec names no keys: its values are anything
+    if spec.type != "list":
+        return True  # a checked scalar, even a float: orjson writes 1 and 1.0 apart
+    item = spec.item
+    if item is None:
+        return False
+    if isinstance(item, Spec):
+        return _is_closed(item)
+    # Items with named keys may carry unnamed ones only if the args check let them: it does not.
+    return all(_is_closed(inner) for inner in item.values())
+
+
+# -- the memo --------------------------------------------------------------------------------
+
+class Memo:
+    """Remembered successes: at most ``size`` values, each for its own time to live.
+
+    The least recently used value goes first when the memo is full; a value
+    past its time is never served, and is dropped when next looked at. Each
+    value is counted against its tool's ``Counts`` when it is evicted or
+    expires. Safe to share between threads: every change is one operation on
+    an ``OrderedDict``, and the rare whole-memo walks hold a lock.
+
+    ``len(memo)`` is the number of values remembered (expired ones are dropped
+    first), ``key in memo`` whether a fresh value is held, ``memo[key]`` a
+    fresh copy of it.
+    """
+
+    def __init__(self, size: int = DEFAULT_MEMO_SIZE, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if type(size) is not int or size < 0:
+            raise ValueError(f"memo size must be a non-negative int, got {size!r}")
+        self.size = size
+        self.clock = clock
+        self._entries: OrderedDict[Hashable, tuple[bytes | _Copied, float, Counts]] = \
+            OrderedDict()
+        self._walk = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        """The frozen value held for ``key`` (see ``thaw``), or ``MISS``."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return MISS
+        if entry[1] <= self.clock():
+            self._expire(key, entry)
+            return MISS
+        try:  # noqa: SIM105 - contextlib.suppress costs a frame on every hit
+            self._entries.move_to_end(key)
+        except KeyError:  # dropped by another thread since: still the value it held
+            pass
+        return entry[0]
+
+    def put(self, key: Hashable, frozen: bytes | _Copied, ttl: float, counts: Counts) -> None:
+        """Hold ``frozen`` for ``ttl`` seconds, evicting the least recently used past ``size``."""
+        if ttl <= 0 or self.size == 0:
+            return
+        entries = self._entries
+        entries[key] = (frozen, self.clock() + ttl, counts)
+        entries.move_to_end(key)
+        while len(entries) > self.size:
+            try:
+                _, (_, _, owner) = entries.popitem(last=False)
+            except KeyError:  # emptied by another thread meanwhile
+                break
+            owner.evicted += 1
+
+    def _expire(self, key: Hashable, entry: tuple[bytes | _Copied, float, Counts]) -> None:
+        # Only the entry that was seen: a fresh one put meanwhile by another thread stays.
+        if self._entries.get(key) is entry:
+            try:
+                del self._entries[key]
+            except KeyError:
+                return
+            entry[2].expired += 1
+
+    def _fresh(self) -> list[Hashable]:
+        """The keys of values still in time, after dropping the expired ones."""
+        with self._walk:
+            now = self.clock()
+            fresh = []
+            for key, entry in list(self._entries.items()):
+                if entry[1] <= now:
+                    self._expire(key, entry)
+                else:
+                    fresh.append(key)
+            return fresh
+
+    def forget(self, drop: Callable[[Hashable], bool]) -> None:
+        """Drop every value whose key ``drop`` selects (not counted as evicted)."""
+        with self._walk:
+            for key in [key for key in list(self._entries) if drop(key)]:
+                self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        """Forget every remembered value."""
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._fresh())
+
+    def __iter__(self) -> Iterator[Hashable]:
+        return iter(self._fresh())
+
+    def __contains__(self, key: object) -> bool:
+        entry = self._entries.get(key)
+        return entry is not None and entry[1] > self.clock()
+
+    def __getitem__(self, key: Hashable) -> Any:
+        frozen = self.get(key)
+        if frozen is MISS:
+            raise KeyError(key)
+        return thaw(frozen)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __repr__(self) -> str:
+        return f"<Memo {len(self)} of {self.size} values>"

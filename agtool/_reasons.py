@@ -12,7 +12,9 @@ failed and on which argument, never a message or a traceback.
   body), ``write:no_key``, ``write:conflict``, ``write:in_progress`` and
   ``write:store`` (the idempotency store), ``timeout`` (the body overran the
   contract's ``timeout``) and ``upstream:<status>`` or ``upstream:connection``
-  (the body met a transport failure).
+  (the body met a transport failure). A caller's malformed scope is
+  ``auth:bad_scope``; an ``async def`` tool called through the sync
+  ``call_tool`` inside a running event loop is ``async:loop_running``.
 - The agent graph adds its own, each of which ends a run: ``order:not_object``,
   ``model:no_tool_call``, ``model:raised:<ExceptionClassName>``,
   ``repair:none`` (no rule fixes the reason) and ``repair:repeat`` (the fixed
@@ -21,6 +23,7 @@ failed and on which argument, never a message or a traceback.
 
 from __future__ import annotations
 
+import hashlib
 from typing import NamedTuple
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "WRITE_REASONS",
     "Reason",
     "parse_reason",
+    "shown",
 ]
 
 #: The checks made on each argument (the gate may meet them in another order).
@@ -52,12 +56,18 @@ ARG_REASONS = ("unknown_tool", "not_object", "bad_contract")
 #: Checks made on a returned value.
 RESULT_CHECKS = ("shape", "empty", "too_big", "range")
 #: Prefixes of ``call_tool``'s ``error``.
-STAGES = ("args", "result", "raised", "auth", "write", "timeout", "upstream")
+STAGES = ("args", "result", "raised", "auth", "write", "timeout", "upstream", "async")
 #: Reasons of the idempotency store, each refusing to run a write body.
 WRITE_REASONS = ("write:no_key", "write:conflict", "write:in_progress", "write:store")
 WRITE_NO_KEY, WRITE_CONFLICT, WRITE_IN_PROGRESS, WRITE_STORE = WRITE_REASONS
 AUTH_SCOPE = "auth:scope"  #: followed by ``:<risk>``, the level the caller's scope lacks
 AUTH_APPROVAL = "auth:approval"
+#: A per-call scope that is not a collection of known risk levels (a str, a dict, an
+#: unknown name): refused whole, never read as a substring or a truth value.
+AUTH_BAD_SCOPE = "auth:bad_scope"
+#: The sync ``call_tool`` on an ``async def`` tool while an event loop runs in this
+#: thread: the body cannot be awaited here without blocking that loop.
+ASYNC_LOOP_RUNNING = "async:loop_running"
 TIMEOUT = "timeout"
 UPSTREAM = "upstream"  #: followed by ``:<HTTP status>`` or ``:connection``
 
@@ -91,3 +101,37 @@ def parse_reason(error: str) -> Reason:
     stage, _, rest = error.partition(":")
     check, _, arg = rest.partition(":")
     return Reason(stage, check, arg)
+
+
+#: How many characters of a name chosen by the caller are echoed.
+SHOWN_CHARS = 64
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def shown(name: str) -> str:
+    """``name`` as it may be echoed in a reason, a record, a log line or a message.
+
+    A name comes from the model: control characters, line separators and
+    other unprintable characters are escaped (``\\n``, ``\\x1b``, ``\\u2028``) so
+    that it cannot forge a log line, and past ``SHOWN_CHARS`` it is cut and
+    marked with ``...#`` and a digest of the whole name, so two long names
+    stay apart while the echo stays short. An ordinary name is returned as it
+    is; only a long one is read whole, once, by the digest.
+    """
+    head = name[:SHOWN_CHARS + 1]
+    if not head.isprintable():
+        head = "".join(char if char.isprintable() else _escape(char) for char in head)
+    if len(head) <= SHOWN_CHARS and len(name) <= SHOWN_CHARS:
+        return head
+    mark = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+    return f"{head[:SHOWN_CHARS]}...#{mark}"
+
+
+def _escape(char: str) -> str:
+    escaped = _ESCAPES.get(char)
+    if escaped is not None:
+        return escaped
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"

@@ -17,13 +17,16 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
+
+import orjson
 
 from ._contract import Spec, ToolContract
 from ._memo import cache_key
+from ._reasons import shown
 
 __all__ = ["REDACTED", "CallRecord", "JsonLinesSink", "RecordSink", "args_digest",
-           "contract_hash", "redact_args", "redact_value", "scrub"]
+           "contract_hash", "redact_args", "redact_value", "scrub", "shown_tool"]
 
 #: What a sensitive value is replaced with.
 REDACTED = "[redacted]"
@@ -47,23 +50,51 @@ class CallRecord:
     contract_hash: str  #: ``""`` for a tool with no valid contract
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {"request_id": self.request_id, "tool": self.tool, "ok": self.ok,
+                "code": self.code, "reason": self.reason, "latency_ms": self.latency_ms,
+                "memo_hit": self.memo_hit, "replayed": self.replayed,
+                "args_digest": self.args_digest, "contract_hash": self.contract_hash}
 
 
 RecordSink = Callable[[CallRecord], None]
 
 
+def shown_tool(name: object) -> str:
+    """A called tool's name as a record may carry it: bounded and escaped, never a ``repr``."""
+    return shown(name) if type(name) is str else f"<{type(name).__name__}>"
+
+
 class JsonLinesSink:
-    """A record sink appending one JSON object per line to ``path`` (thread-safe)."""
+    """A record sink appending one JSON object per line to ``path`` (thread-safe).
+
+    The file is opened once, in append mode, and each line is flushed as it
+    is written, so a reader (or a crash) sees every record up to the last
+    call. ``close()`` closes it; a later record opens it again.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._lock = threading.Lock()
+        self._out: BinaryIO | None = None
 
     def __call__(self, record: CallRecord) -> None:
-        line = json.dumps(record.as_dict(), ensure_ascii=False, sort_keys=True) + "\n"
-        with self._lock, open(self.path, "a", encoding="utf-8") as out:
-            out.write(line)
+        line = orjson.dumps(record.as_dict(), option=orjson.OPT_SORT_KEYS) + b"\n"
+        with self._lock:
+            if self._out is None or self._out.closed:
+                self._out = open(self.path, "ab")  # noqa: SIM115 - kept open across records
+            self._out.write(line)
+            self._out.flush()
+
+    def __del__(self) -> None:
+        # A sink dropped without close() must not leave its file to the garbage collector.
+        self.close()
+
+    def close(self) -> None:
+        """Close the file; every record written so far is in it."""
+        with self._lock:
+            if self._out is not None:
+                self._out.close()
+                self._out = None
 
 
 def digest(value: object) -> str:

@@ -13,8 +13,18 @@ __all__ = ["BENCH_SCRIPT", "measure_benchmark"]
 BENCH_SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "bench_gate.py"
 
 
+#: What the report keeps of the bench's figures: ratios, never raw nanoseconds.
+KEPT = ("method", "quick", "rounds", "load_before", "logging", "ratios", "targets", "unavailable",
+        "passed")
+
+
 def measure_benchmark() -> dict[str, Any]:
-    """Run ``bench/bench_gate.py``'s quick plan; ratios to a bare call and the targets."""
+    """Run ``bench/bench_gate.py``'s quick plan; ratios to a bare call and every target.
+
+    Each target carries its limit, the median of its per-round ratios, the middle
+    half of those ratios and its verdict, or ``available: False`` when the gate
+    under test lacks the API it times.
+    """
     spec = importlib.util.spec_from_file_location("agtool_bench_gate", BENCH_SCRIPT)
     if spec is None or spec.loader is None or not BENCH_SCRIPT.exists():
         raise FileNotFoundError(f"the benchmark script is missing: {BENCH_SCRIPT}")
@@ -22,4 +32,4 @@ def measure_benchmark() -> dict[str, Any]:
     sys.modules[spec.name] = module  # its dataclasses look their module up by name
     spec.loader.exec_module(module)
     figures: dict[str, Any] = module.measure(quick=True)
-    return {key: figures[key] for key in ("method", "batches", "ratios", "targets", "passed")}
+    return {key: figures[key] for key in KEPT}

@@ -157,21 +157,48 @@ def _harness_section(harness: dict[str, Any] | None) -> list[str]:
 def _benchmark_section(benchmark: dict[str, Any] | None) -> list[str]:
     if not benchmark:
         return []
+    rounds = benchmark.get("rounds")
     lines = [
         BENCHMARK_HEADING,
         "",
-        "Ratios to a bare call of `stock_lookup`, measured side by side in one run "
-        "(`python bench/bench_gate.py`). Timings vary between runs, so `--check` does not compare "
-        "this section.",
+        "Measured side by side in one run of `python bench/bench_gate.py --quick`"
+        + (f", {rounds} interleaved rounds" if rounds else "")
+        + ": every figure is the median over rounds of a ratio taken within one round, against "
+        "the baseline timed in that same round. "
+        + (f"{benchmark['logging'][:1].upper()}{benchmark['logging'][1:]}; "
+           if benchmark.get("logging") else "")
+        + (f"1-minute load average {benchmark['load_before']:g} before the run. "
+           if benchmark.get("load_before") is not None else "")
+        + "Timings vary between runs, so `--check` does not compare this section.",
         "",
         "| measured | x bare call |",
         "|---|---:|",
     ]
-    lines += [f"| {name} | {ratio} |" for name, ratio in benchmark["ratios"].items()]
-    lines += ["", "| target | measured (x bare) | limit (x bare) | met |", "|---|---:|---:|---|"]
+    lines += [f"| {name} | {_figure(ratio)} |" for name, ratio in benchmark["ratios"].items()]
+    lines += ["", "| target | measured | middle half of rounds | target | verdict |",
+              "|---|---:|---:|---:|---|"]
     lines += [
-        f"| {target['name']} | {target['measured_x_bare']} | {target['limit_x_bare']} | "
-        f"{'yes' if target['passed'] else '**no**'} |"
+        f"| {target['name']} | {_figure(target['measured'], 'x')} | {_quartiles(target)} | "
+        f"<= {target['limit']:g}x | {_verdict(target)} |"
         for target in benchmark["targets"]
     ]
     return [*lines, ""]
+
+
+def _figure(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "n/a (not available)"
+    return f"{value:,.0f}{unit}" if abs(value) >= 1000 else f"{value:.2f}{unit}"
+
+
+def _quartiles(target: dict[str, Any]) -> str:
+    if not target.get("quartiles"):
+        return ""
+    low, high = target["quartiles"]
+    return f"{_figure(low)} to {_figure(high)} ({target['rounds']} rounds)"
+
+
+def _verdict(target: dict[str, Any]) -> str:
+    if not target["available"]:
+        return "n/a"
+    return "PASS" if target["passed"] else "**FAIL**"

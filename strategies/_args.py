@@ -15,7 +15,7 @@ from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from agtool import ARG_CHECKS, ToolContract, check_table
+from agtool import ARG_CHECKS, ToolContract, check_table, shown
 
 from ._specs import (
     Fields,
@@ -210,7 +210,7 @@ def _one_defect(draw: st.DrawFn, contract: ToolContract, sites: tuple[DefectSite
     event(f"defect kind: {site.kind}")
     event(f"defect made by: {how}")
     note(f"defect at {site}: {how}")
-    return DefectiveCall(args, site.kind, arg, f"{site.kind}:{arg}", site, how, echo)
+    return DefectiveCall(args, site.kind, arg, f"{site.kind}:{shown(arg)}", site, how, echo)
 
 
 # --- model mistakes -----------------------------------------------------------------------------
@@ -269,7 +269,7 @@ def _mistake(draw: st.DrawFn, contract: ToolContract, kinds: tuple[str, ...]) ->
     if kind == "renamed argument":
         new = draw(invented_keys(specs))
         args[new] = args.pop(arg)
-        reasons.add("unexpected:" + new)
+        reasons.add("unexpected:" + shown(new))
         if specs[arg].required or specs[arg].echo:
             reasons.add(absent + arg)
     elif kind == "string number":
@@ -288,7 +288,7 @@ def _mistake(draw: st.DrawFn, contract: ToolContract, kinds: tuple[str, ...]) ->
         extra = draw(invented_keys(specs))
         args[extra] = draw(json_values())
         arg = extra
-        reasons.add("unexpected:" + extra)
+        reasons.add("unexpected:" + shown(extra))
     event(f"model mistake: {kind}")
     return Mistake(draw(permuted(args)), kind, arg, frozenset(reasons), echo)
 

@@ -16,6 +16,8 @@ from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from agtool import shown
+
 from ._args import DefectSite, Table, contract_of, defect_sites, permuted, plant
 from ._specs import invented_keys, valid_object
 
@@ -74,7 +76,7 @@ def _order(draw: st.DrawFn, table: Table, name: str, sites: tuple[DefectSite, ..
     specs = contract_of(table, name).args
     args = dict(draw(base))
     extra = draw(invented_keys(specs))
-    error_of = {site: "args:" + f"{site.kind}:{site.arg or extra}" for site in sites}
+    error_of = {site: "args:" + f"{site.kind}:{shown(site.arg or extra)}" for site in sites}
     fixable: dict[str, list[DefectSite]] = {}
     unfixable: dict[str, list[DefectSite]] = {}
     for site in sites:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from agtool import Spec
+from agtool._patterns import fullmatcher
 
 __all__ = [
     "ITEM",
@@ -34,6 +35,7 @@ __all__ = [
     "bad_value",
     "fresh_key",
     "json_values",
+    "matching_text",
     "object_sites",
     "satisfiable",
     "show_path",
@@ -230,12 +232,30 @@ def _valid_text(spec: Spec) -> st.SearchStrategy[str]:
     low, high = spec.min_len or 0, spec.max_len
     if spec.pattern is None:
         return st.text(min_size=low, max_size=_high(low, high))
-    matching = st.from_regex(spec.pattern, fullmatch=True)
+    matching = matching_text(spec.pattern)
     if spec.min_len is None and spec.max_len is None:
         return matching
     # The one filter here: a regex and a length bound are two languages whose
     # intersection no generator knows; tables written by hand keep them compatible.
     return matching.filter(lambda text: low <= len(text) and (high is None or len(text) <= high))
+
+
+@functools.lru_cache(maxsize=256)
+def matching_text(pattern: str) -> st.SearchStrategy[str]:
+    """Strings all of which ``pattern`` matches as the gate reads it, with RE2.
+
+    Hypothesis generates from Python's ``re``: compiled ``re.ASCII``, its
+    ``\\d``, ``\\w`` and ``\\b`` mean what RE2's do, and the few strings the
+    two engines still read apart (Python's ASCII ``\\s`` holds ``\\v``) are
+    dropped by asking RE2 itself, which is the oracle.
+    """
+    matches = fullmatcher(pattern)
+    try:
+        regex = re.compile(pattern, re.ASCII)
+    except re.error as exc:
+        raise InvalidArgument(f"pattern {pattern!r}: strings are generated with Python's re, "
+                              f"which cannot read this RE2 pattern ({exc})") from exc
+    return st.from_regex(regex, fullmatch=True).filter(lambda text: matches(text) is not None)
 
 
 def _valid_list(spec: Spec, results: bool, top: bool) -> st.SearchStrategy[list[Any]]:
@@ -378,9 +398,9 @@ def _probes(pattern: str, min_len: int | None, max_len: int | None) -> tuple[str
     """Strings of an allowed length that ``pattern`` refuses; empty when none was found."""
     low = min_len or 0
     high = low + _PROBE_LENGTHS if max_len is None else min(max_len, low + _PROBE_LENGTHS)
-    regex = re.compile(pattern)
+    matches = fullmatcher(pattern)  # the gate's reading, not Python's
     return tuple(char * length for length in range(low, high + 1) for char in _PROBE_CHARS
-                 if regex.fullmatch(char * length) is None)
+                 if matches(char * length) is None)
 
 
 # --- values wrong in exactly one way -------------------------------------------------------------
@@ -649,7 +669,7 @@ def _mismatch(draw: st.DrawFn, spec: Spec, results: bool, top: bool) -> Bad:
     pattern = _given(spec.pattern, "pattern")
     low = spec.min_len or 0
     text = draw(st.text(min_size=low, max_size=_high(low, spec.max_len)))
-    if re.fullmatch(pattern, text) is not None:
+    if fullmatcher(pattern)(text) is not None:
         # Not a filter: a fixed string the pattern refuses takes the matching one's place.
         text = draw(st.sampled_from(_probes(pattern, spec.min_len, spec.max_len)))
     return text, "breaks the pattern"

@@ -14,10 +14,13 @@ from hypothesis import strategies as st
 
 from agtool import RISKS
 
+from ._specs import matching_text
+
 __all__ = ["contract_tables", "generated_body", "spec_dicts"]
 
 # Patterns with the length range of what they match, so length bounds can be
-# chosen to agree with them; {n} is filled with a count.
+# chosen to agree with them; {n} is filled with a count. All are RE2 patterns
+# that Python's re, which Hypothesis generates from, reads the same way.
 _PATTERNS: tuple[tuple[str, int, int], ...] = (
     ("[a-z]{1,6}", 1, 6),
     ("[A-Z][0-9]{3}", 4, 4),
@@ -89,7 +92,7 @@ def _str_spec(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         spec["max_len"] = draw(st.integers(high, high + 4))
     if draw(st.booleans()):
-        values = (st.from_regex(spec["pattern"], fullmatch=True) if "pattern" in spec
+        values = (matching_text(spec["pattern"]) if "pattern" in spec
                   else st.text(min_size=spec.get("min_len", 0), max_size=spec.get("max_len", high)))
         spec["allowed"] = draw(st.lists(values, min_size=1, max_size=3))
     return spec

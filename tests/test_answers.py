@@ -41,6 +41,7 @@ from agtool import (
     error_code,
     is_retryable,
     model_error,
+    shown,
 )
 from agtool._answers import EXCERPT_CHARS
 from strategies import DefectiveCall, contract_tables, defect_sites, one_defect_args
@@ -220,6 +221,8 @@ REASON_TABLE: list[tuple[str, str, bool]] = [
     ("upstream:499", "UPSTREAM_ERROR", False),
     *[(f"auth:scope:{risk}", "PERMISSION_DENIED", False) for risk in RISKS],
     ("auth:approval", "APPROVAL_REQUIRED", False),
+    ("auth:bad_scope", "PERMISSION_DENIED", False),
+    ("async:loop_running", "INTERNAL", False),
     ("write:conflict", "CONFLICT", False),
     ("write:in_progress", "IN_PROGRESS", True),
     ("write:no_key", "INTERNAL", False),
@@ -584,8 +587,8 @@ def check_single_defect(table: dict[str, Any], name: str, call: DefectiveCall) -
     assert error["retryable"] is False
     assert error["details"]["reason"] == call.error
     [field] = error["details"]["fields"]
-    assert (field["path"], field["rule"]) == (call.arg, call.kind)
-    assert error["message"].startswith(call.arg + " ")
+    assert (field["path"], field["rule"]) == (shown(call.arg), call.kind)
+    assert error["message"].startswith(shown(call.arg) + " ")
     assert len(error["message"]) <= MAX_MESSAGE
     if call.site.path or call.kind in ("missing", "unexpected", "echo"):
         return
@@ -689,7 +692,7 @@ def test_every_item_site_is_told_as_an_item_defect(data: st.DataObject) -> None:
     call = data.draw(one_defect_args(_ITEM_TABLE, "t", site.kind, site.arg, site.path))
     error = _error(Gate(_ITEM_TABLE), "t", call.args)
     [field] = error["details"]["fields"]
-    assert (field["path"], field["rule"]) == (call.arg, call.kind)
+    assert (field["path"], field["rule"]) == (shown(call.arg), call.kind)
     assert "item" in field["issue"]
     assert not any(claim in field["issue"] for claim in _LIST_CLAIMS), field["issue"]
 
@@ -736,7 +739,7 @@ def test_a_slow_read_answers_timeout_while_the_body_runs_on() -> None:
     assert body.finished.wait(2)
     assert body.started == 1
     assert gate.stats("t").timed_out == 1
-    assert gate.cache == {}  # the late value is dropped, not remembered
+    assert len(gate.cache) == 0  # the late value is dropped, not remembered
 
 
 def test_a_timeout_is_told_to_the_model_as_retryable() -> None:
@@ -1152,6 +1155,10 @@ _T = _WORDED.contract("t")
     ("result:range", {}, "t answered a value its contract refuses"),
     ("auth:scope:irreversible", {}, "this caller may not use irreversible tools such as t"),
     ("auth:approval", {}, "t needs an approval of these exact arguments before it runs"),
+    ("auth:bad_scope", {}, "the caller's scope is malformed, so t was not run; do not repeat "
+     "this call"),
+    ("async:loop_running", {}, "t is async and was called synchronously inside a running event "
+     "loop; the caller must use acall_tool"),
     ("write:no_key", {}, "t writes: the caller must give a run id, a step id and arguments that "
      "can be keyed"),
     ("write:conflict", {}, "this idempotency key was already used with other arguments"),

@@ -444,16 +444,29 @@ def test_any_order_ends_in_a_bounded_honest_outcome(order: object) -> None:
         assert out["rows"] == []
 
 
-def test_second_identical_order_runs_no_body(cleared: None) -> None:
-    """The memo answers a repeated order: the second run's successful call runs no body."""
+def test_second_identical_order_in_one_run_runs_no_body(cleared: None) -> None:
+    """The memo answers a repeated order within its run: the second call runs no body."""
     order = {"sku": "A100", "region": "daegu", "limit": 1}
-    first = tools.handle(order)
+    graph = tools.build_graph()
+    before = tools.CALLS
+    first = graph.invoke({"order": order, "run_id": "run-1"})
+    between = tools.CALLS
     hits_before = tools.GATE.stats(DEFAULT_TOOL).hits
-    second = tools.handle(order)
-    assert first["tool_runs"] == 1
-    assert second["tool_runs"] == 0
+    second = graph.invoke({"order": order, "run_id": "run-1"})
+    assert between - before == 1
+    assert between == tools.CALLS
     assert second["rows"] == first["rows"]
     assert tools.GATE.stats(DEFAULT_TOOL).hits == hits_before + 1
+
+
+def test_another_run_does_not_see_this_runs_memo(cleared: None) -> None:
+    """A memo scoped to a run: the same order in a fresh run runs its body again."""
+    order = {"sku": "A100", "region": "daegu", "limit": 1}
+    first = tools.handle(order)
+    second = tools.handle(order)
+    assert first["tool_runs"] == 1
+    assert second["tool_runs"] == 1
+    assert second["rows"] == first["rows"]
 
 
 # --- reply and giveup ----------------------------------------------------------------------

@@ -35,6 +35,7 @@ from agtool._jsonschema import (
     to_json_schema,
     tool_spec,
 )
+from agtool._patterns import fullmatcher
 
 # Deadlines off: a first example pays for compiling a gate, and nothing here is timed.
 PROPERTY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -90,6 +91,8 @@ def number_specs(draw: st.DrawFn, type_name: str) -> dict[str, Any]:
         spec["allowed"] = draw(st.lists(numbers, min_size=1, max_size=3, unique=True))
     elif kind == "bounds":
         low, high = sorted([draw(numbers), draw(numbers)])
+        if low == high:
+            high = low  # 0 and -0.0 sort either way; floats(0, -0.0) is an empty range
         keep = draw(st.sampled_from(["min", "max", "both"]))
         spec.update({key: value for key, value in (("min", low), ("max", high))
                      if keep in (key, "both")})
@@ -557,7 +560,7 @@ def test_openai_strict_exactly_when_the_schema_fits_strict_mode(table: dict[str,
 
 SEARCH_PATTERNS = [
     "^a$", "^a|b$", "a", "a$", "^(?:a|b)$", "^(a)(b)?$", "^[ab]+-1$", "(a|b)1", "^$", "^", "$",
-    r"a\$", "[$]", "^(?:a)|(?:b)$", "^a(?=b)", "(?<=a)b$", r"\ba", "^[]a]+$", r"^[\]$]b$",
+    r"a\$", "[$]", "^(?:a)|(?:b)$", r"\ba", "^[]a]+$", r"^[\]$]b$",
     "^[^$]+$", "^[^]$]+$",
 ]
 
@@ -565,8 +568,8 @@ SEARCH_PATTERNS = [
 @PROPERTY
 @given(st.sampled_from(SEARCH_PATTERNS), st.text(alphabet="ab1-$]"))
 def test_gate_pattern_full_match_is_json_schemas_search(pattern: str, value: str) -> None:
-    """On text without newlines, full-matching gate_pattern(p) is exactly searching p."""
-    assert bool(re.fullmatch(gate_pattern(pattern), value)) == bool(re.search(pattern, value))
+    """On ASCII text without newlines, RE2 full-matching gate_pattern(p) is searching p."""
+    assert bool(fullmatcher(gate_pattern(pattern))(value)) == bool(re.search(pattern, value))
 
 
 @pytest.mark.parametrize(("pattern", "value", "matches"), [
@@ -579,4 +582,4 @@ def test_gate_pattern_full_match_is_json_schemas_search(pattern: str, value: str
 ])
 def test_gate_pattern_end_is_the_end_of_input(pattern: str, value: str, matches: bool) -> None:
     """A bare $ means the end of input (ECMA 262), not "before a final newline" (Python)."""
-    assert bool(re.fullmatch(gate_pattern(pattern), value)) is matches
+    assert bool(fullmatcher(gate_pattern(pattern))(value)) is matches

@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator, validators
 from test_properties import TICKETS
 
 import strategies
-from agtool import ARG_CHECKS, RESULT_CHECKS, RISKS, Gate, Spec, check_table, tools
+from agtool import ARG_CHECKS, RESULT_CHECKS, RISKS, Gate, Spec, check_table, shown, tools
 from agtool._harness import same_value
 from strategies import (
     MISTAKES,
@@ -128,17 +128,20 @@ def _validator(key: int, table: Mapping[str, Any], name: str, which: str) -> Any
 
 
 def defect_places(validator: Any, args: dict[str, Any]) -> set[tuple[str, str]]:
-    """(check, top-level argument) for every error the validator finds in ``args``."""
+    """(check, top-level argument) for every error the validator finds in ``args``.
+
+    Arguments are named as the gate's reasons echo them (``shown``: escaped, bounded).
+    """
     schema = validator.schema
     places = set()
     for error in validator.iter_errors(args):
         check = _ARG_CHECK[error.validator]
         if error.absolute_path:
-            places.add((check, str(error.absolute_path[0])))
+            places.add((check, shown(str(error.absolute_path[0]))))
         elif error.validator == "required":
-            places |= {(check, key) for key in schema["required"] if key not in args}
+            places |= {(check, shown(key)) for key in schema["required"] if key not in args}
         else:
-            places |= {(check, key) for key in args if key not in schema["properties"]}
+            places |= {(check, shown(key)) for key in args if key not in schema["properties"]}
     return places
 
 
@@ -231,14 +234,14 @@ def test_one_defect_is_at_its_site_only(kind: str, data: st.DataObject) -> None:
                                       if site.kind == kind]))
     call = data.draw(one_defect_args(table, name, site.kind, site.arg, site.path))
     places = defect_places(args_validator(table, name), call.args)
-    assert call.reason == f"{site.kind}:{call.arg}"
+    assert call.reason == f"{site.kind}:{shown(call.arg)}"
     if site.kind == "echo":
         # No schema knows echo: the value sent is not the value given, or is not sent at all.
         assert call.args.get(call.arg, None) != call.echo[call.arg]
         assert places <= {("missing", call.arg)}
         return
-    assert (site.kind, call.arg) in places
-    assert {arg for _, arg in places} == {call.arg}
+    assert (site.kind, shown(call.arg)) in places
+    assert {arg for _, arg in places} == {shown(call.arg)}
 
 
 # Every shrunk example is itself a draw, which test_one_defect_is_at_its_site_only
@@ -371,8 +374,8 @@ def test_generated_defects_are_at_their_sites(table: dict[str, Any],
     assert Gate(table).validate_args(name, call.args, call.echo) == call.reason
     places = defect_places(args_validator(table, name), call.args)
     if site.kind != "echo":
-        assert (site.kind, call.arg) in places
-    assert {arg for _, arg in places} <= {call.arg}
+        assert (site.kind, shown(call.arg)) in places
+    assert {arg for _, arg in places} <= {shown(call.arg)}
     result_site = data.draw(st.sampled_from(result_sites(table, name)))
     bad = data.draw(bad_results(table, name, result_site.kind))
     assert result_site.kind in result_kinds(results_validator(table, name), bad.value)

@@ -1,0 +1,147 @@
+"""Running a tool body: inline, in a worker thread, awaited, or within a timeout.
+
+The gate's other steps never call a body; these functions do, and only
+these. A body's ``Exception`` is handed back to the caller to be turned into
+a reason; a ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``,
+``asyncio.CancelledError``) propagates, as Python code expects.
+
+An ``async def`` body, or a sync callable that hands back a coroutine, is
+awaited by the async path. The sync path runs it to completion with
+``asyncio.run`` when no event loop is running in this thread; inside a
+running loop it cannot wait for it without blocking that loop, so it closes
+the coroutine unstarted and the call is refused (``async:loop_running``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+__all__ = ["LoopRunning", "TimedOut", "await_body", "is_async_body", "run_body", "within"]
+
+_T = TypeVar("_T")
+
+
+class TimedOut:
+    """What a timed run answers when the body overran: the call is answered ``timeout``."""
+
+    __slots__ = ()
+
+
+class LoopRunning:
+    """What the sync path answers for an async body it must not wait for in this thread."""
+
+    __slots__ = ()
+
+
+TIMED_OUT = TimedOut()
+LOOP_RUNNING = LoopRunning()
+
+
+def is_async_body(fn: Callable[..., Any]) -> bool:
+    """Whether calling ``fn`` gives a coroutine (``async def``, or a callable object's)."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None))  # noqa: B004 - a callable object's own __call__
+
+
+def run_body(fn: Callable[..., Any], args: dict[str, Any]) -> Any:
+    """``fn(**args)`` on the sync path; an awaitable it hands back is run to its end here.
+
+    Answers ``LOOP_RUNNING`` (the body did not run) when that needs a loop this
+    thread is already running.
+    """
+    if inspect.iscoroutinefunction(fn) and _loop_running():
+        return LOOP_RUNNING  # refused before the coroutine is even made
+    value = fn(**args)
+    if inspect.isawaitable(value):
+        if _loop_running():
+            _close(value)
+            return LOOP_RUNNING
+        return asyncio.run(_awaited(value))
+    return value
+
+
+async def await_body(fn: Callable[..., Any], args: dict[str, Any], is_async: bool,
+                     timeout: float | None) -> Any:
+    """``fn(**args)`` on the async path; ``TIMED_OUT`` if it overran ``timeout``.
+
+    A coroutine body is awaited under an asyncio timeout, which cancels it. A
+    sync body runs in a worker thread so that the event loop goes on meanwhile;
+    on a timeout that thread runs on (Python cannot stop it) and its value is
+    dropped. The body's own exceptions are raised here, after the timeout is
+    out of the way, so that a body raising ``TimeoutError`` is not an overrun.
+    """
+    work = _call_async(fn, args, is_async)
+    if timeout is None:
+        answer = await work
+    else:
+        try:
+            answer = await asyncio.wait_for(work, timeout)
+        except asyncio.TimeoutError:
+            return TIMED_OUT
+    if type(answer) is _Raised:
+        raise answer.exc
+    return answer
+
+
+class _Raised:
+    """A body's exception, carried past ``wait_for`` so that it is not read as an overrun."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+
+async def _call_async(fn: Callable[..., Any], args: dict[str, Any], is_async: bool) -> Any:
+    try:
+        value = fn(**args) if is_async else await asyncio.to_thread(fn, **args)
+        if inspect.isawaitable(value):  # a coroutine, or a sync callable that hands one back
+            value = await value
+    except Exception as exc:
+        return _Raised(exc)
+    return value
+
+
+async def _awaited(value: Awaitable[_T]) -> _T:
+    return await value
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _close(awaitable: object) -> None:
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()  # a coroutine closed unstarted raises no "never awaited" warning
+
+
+def within(seconds: float, work: Callable[[], _T]) -> _T | TimedOut:
+    """``work()`` if it answers within ``seconds``, else ``TIMED_OUT`` while it runs on.
+
+    Python cannot stop a thread, so an overrunning body finishes in the
+    background: a read's late value is dropped, a write's is stored by its key.
+    """
+    answered: list[_T] = []
+    failed: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            answered.append(work())
+        except BaseException as exc:  # handed to the caller's thread, as if run inline
+            failed.append(exc)
+
+    thread = threading.Thread(target=target, name="agtool-body", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if failed:
+        raise failed[0]
+    return answered[0] if answered else TIMED_OUT

@@ -1,0 +1,411 @@
+"""The chain of one call, step by step, and the tool each step works on.
+
+    authorize -> snapshot and check the args -> plan (dry run) -> approval
+    -> memo, or write-once -> run (``run_sync`` / ``arun``) -> check the result
+    -> remember -> answer
+
+``prepare`` takes a call as far as the body: it answers an ``Outcome`` when
+the call ends there (refused, planned, remembered, replayed), ``Held`` when a
+write's key is held elsewhere (the caller waits, as its path allows, and
+calls ``reclaim``), or ``Ready`` when the body is to run. ``run_sync`` and
+``arun`` run it, on the sync and async paths, and ``conclude`` checks what
+came back. Both paths go through these same steps.
+
+A plain read (no write, no approval, no timeout, a sync body) also gets a
+fast path when its contract is compiled: ``Tool.fast``, the same steps
+composed into one function that answers the envelope alone, for the common
+call that nobody records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from inspect import isawaitable
+from typing import Any
+
+from ._answers import transport_failure
+from ._authority import Approval, approved, read_scope
+from ._compile import UNDECLARED, compile_arg_check, compile_result_check
+from ._contract import ToolContract
+from ._memo import MISS, Memo, compile_key, freeze, thaw
+from ._outcome import HIT, PLAN, REPLAY, Envelope, Outcome, failure, success
+from ._reasons import (
+    ASYNC_LOOP_RUNNING,
+    AUTH_APPROVAL,
+    AUTH_BAD_SCOPE,
+    AUTH_SCOPE,
+    NOT_OBJECT,
+    SHAPE,
+    TIMEOUT,
+    WRITE_CONFLICT,
+    WRITE_IN_PROGRESS,
+    WRITE_NO_KEY,
+    WRITE_STORE,
+)
+from ._records import contract_hash, digest, redact_args
+from ._run import LOOP_RUNNING, TIMED_OUT, await_body, is_async_body, run_body, within
+from ._stats import Counts
+from ._store import CONFLICT, DONE, RUN, WriteStore
+from ._writes import settle, stored_envelope, write_key
+
+__all__ = ["Held", "Ready", "Runtime", "Tool", "arun", "conclude", "in_progress", "prepare",
+           "reclaim", "run_sync"]
+
+_log = logging.getLogger("agtool")
+
+
+class Runtime:
+    """What every call of one gate shares: its memo, its write store, its defaults."""
+
+    __slots__ = ("background", "memo", "pending_wait", "store", "ttl")
+
+    def __init__(self, memo: Memo, store: Callable[[], WriteStore], ttl: float,
+                 pending_wait: float) -> None:
+        self.memo = memo
+        self.store = store  #: the store, made when a write first needs it
+        self.ttl = ttl  #: seconds a value is remembered when its contract names no ttl
+        self.pending_wait = pending_wait
+        #: Async writes running on past their caller's timeout, kept until they settle.
+        self.background: set[asyncio.Task[Any]] = set()
+
+
+class Tool:
+    """One table entry compiled: its contract, its checks, its counters, its fast path."""
+
+    __slots__ = ("args", "check_args", "check_result", "contract", "counts", "entry", "fast",
+                 "fn", "hash", "in_gate_scope", "is_async", "key_of", "name",
+                 "needs_approval", "returns", "risk", "timeout", "ttl", "writes")
+
+    def __init__(self, entry: Mapping[str, Any], contract: ToolContract, counts: Counts,
+                 scope: frozenset[str], runtime: Runtime) -> None:
+        self.entry = entry
+        self.fn: Callable[..., Any] = contract.fn
+        self.args = entry["args"]  #: the table's own objects, to see when they are swapped
+        self.returns = entry["returns"]
+        self.contract = contract
+        self.name = contract.name
+        self.counts = counts
+        self.hash = contract_hash(contract)
+        self.check_args = compile_arg_check(contract.args)
+        self.check_result = compile_result_check(contract.returns)
+        self.key_of = compile_key(self.name, self.hash, contract.args)
+        self.writes = contract.effect == "write"
+        self.needs_approval = contract.needs_approval
+        self.timeout = contract.timeout
+        self.risk = contract.risk
+        self.in_gate_scope = contract.risk in scope  #: the gate's scope never changes
+        ttl = getattr(contract, "ttl", None)
+        #: Seconds a success is remembered; 0 for a tool that is never remembered.
+        self.ttl = 0.0 if self.writes else runtime.ttl if ttl is None else ttl
+        self.is_async = is_async_body(self.fn)
+        plain = not (self.writes or self.needs_approval or self.timeout is not None
+                     or self.is_async)
+        self.fast = _compose_read(self, runtime) if plain else None
+
+    def snapshot(self, args: object, echo: object) -> dict[str, Any] | str:
+        """The checked plain copy of ``args`` the body runs on, or a reason."""
+        try:
+            snapshot: dict[str, Any] | str = self.check_args(args, echo)
+        except Exception:  # an object that cannot be read cleanly is not an object of args
+            return NOT_OBJECT
+        return snapshot
+
+    def result_reason(self, value: object) -> str:
+        """``""``, ``UNDECLARED`` or the reason a returned value is refused."""
+        try:
+            reason: str = self.check_result(value)
+        except Exception:  # a value whose own methods raise has no shape to trust
+            return SHAPE
+        return reason
+
+
+class Ready:
+    """A call cleared to run its body: the checked snapshot and where its outcome goes."""
+
+    __slots__ = ("args", "key", "tool", "write_key")
+
+    def __init__(self, tool: Tool, args: dict[str, Any], key: Hashable | None,
+                 write_key: str | None) -> None:
+        self.tool = tool
+        self.args = args
+        self.key = key  #: the memo key of a read, if it can be remembered
+        self.write_key = write_key  #: the idempotency key this call has claimed
+
+
+class Held:
+    """A write whose key another caller holds: look again after a pause, up to a deadline."""
+
+    __slots__ = ("args", "exact", "key", "tool")
+
+    def __init__(self, tool: Tool, args: dict[str, Any], exact: str, key: str) -> None:
+        self.tool = tool
+        self.args = args
+        self.exact = exact
+        self.key = key
+
+
+# -- before the body -------------------------------------------------------------------------
+
+def prepare(runtime: Runtime, tool: Tool, args: object, echo: object,
+            scope: Collection[str] | None, run_id: object, step_id: object,
+            approvals: Iterable[Approval], dry_run: bool) -> Outcome | Held | Ready:
+    """Every step before the body: an answer, a held write, or a call ready to run."""
+    counts = tool.counts
+    refusal = _authorize(tool, scope)
+    if refusal:
+        counts.denied += 1
+        return Outcome(failure(refusal))
+    snapshot = tool.snapshot(args, echo)
+    if isinstance(snapshot, str):
+        counts.blocked += 1
+        return Outcome(failure("args:" + snapshot))
+    if dry_run:
+        return Outcome(success(_plan(tool, snapshot)), PLAN, None, snapshot)
+    # The canonical digest of the args: what an approval and a write's key are bound to.
+    exact = digest(snapshot) if tool.needs_approval or tool.writes else ""
+    if tool.needs_approval and not approved(tool.name, exact, approvals, run_id, step_id):
+        counts.denied += 1
+        return Outcome(failure(AUTH_APPROVAL), args=snapshot)
+    if tool.writes:
+        key = write_key(tool.name, tool.contract.key_args, snapshot, exact, run_id, step_id)
+        if key is None or not exact:
+            return Outcome(failure(WRITE_NO_KEY), args=snapshot)
+        return reclaim(runtime, Held(tool, snapshot, exact, key))
+    memo_key = _memo_key(tool, snapshot, run_id)
+    if memo_key is not None:
+        frozen = runtime.memo.get(memo_key)
+        if frozen is not MISS:
+            counts.hits += 1
+            return Outcome(success(thaw(frozen)), HIT, None, snapshot)
+    return Ready(tool, snapshot, memo_key, None)
+
+
+def _authorize(tool: Tool, scope: Collection[str] | None) -> str:
+    """``""``, or why this caller may not use this tool: authority before the args."""
+    if scope is None:
+        return "" if tool.in_gate_scope else f"{AUTH_SCOPE}:{tool.risk}"
+    levels = read_scope(scope)
+    if levels is None:
+        return AUTH_BAD_SCOPE
+    return "" if tool.risk in levels else f"{AUTH_SCOPE}:{tool.risk}"
+
+
+def _memo_key(tool: Tool, snapshot: dict[str, Any], run_id: object) -> Hashable | None:
+    if tool.ttl <= 0:
+        return None
+    try:
+        return tool.key_of(snapshot, run_id)
+    except Exception:  # a value nobody can key is simply not remembered
+        return None
+
+
+def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
+    """Claim a write's key: run it (``Ready``), replay it, or find it held or in conflict."""
+    tool = held.tool
+    try:
+        claim = runtime.store().claim(held.key, tool.name, held.exact)
+    except Exception:
+        _log.exception("idempotency store failed to claim %r", held.key)
+        return Outcome(failure(WRITE_STORE), args=held.args)
+    if claim.state == RUN:
+        return Ready(tool, held.args, None, held.key)
+    if claim.state == DONE:
+        replayed = stored_envelope(claim.outcome)
+        if replayed["error"] == WRITE_STORE and replayed["ok"] is False:
+            return Outcome(replayed, args=held.args)
+        tool.counts.replayed += 1
+        return Outcome(replayed, REPLAY, None, held.args)
+    if claim.state == CONFLICT:
+        return Outcome(failure(WRITE_CONFLICT), args=held.args)
+    return held
+
+
+def in_progress(held: Held) -> Outcome:
+    """The answer to a write whose key stayed held past the wait."""
+    return Outcome(failure(WRITE_IN_PROGRESS), args=held.args)
+
+
+# -- the body, and after it ------------------------------------------------------------------
+
+def run_sync(runtime: Runtime, ready: Ready) -> Outcome:
+    """Run the body on this thread (within its timeout, if it has one) and conclude."""
+    tool = ready.tool
+    timeout = tool.timeout
+    if timeout is None:
+        return _ran(runtime, ready, _body_call(ready))
+    if ready.write_key is not None:
+        # On a timeout the write runs on and stores its outcome: a retry finds it by its key.
+        done = within(timeout, lambda: _ran(runtime, ready, _body_call(ready)))
+        return _timed_out(ready) if done is TIMED_OUT else done  # type: ignore[return-value]
+    body = _body_call(ready)
+    # A read's late value is dropped: only a value that came in time is remembered.
+    return _ran(runtime, ready, lambda: within(timeout, body))
+
+
+def _body_call(ready: Ready) -> Callable[[], Any]:
+    fn, args = ready.tool.fn, ready.args
+    return lambda: run_body(fn, args)
+
+
+def _ran(runtime: Runtime, ready: Ready, call: Callable[[], Any]) -> Outcome:
+    counts = ready.tool.counts
+    counts.runs += 1
+    try:
+        value = call()
+    except Exception as exc:
+        return _raised(runtime, ready, exc)
+    except BaseException:
+        _abandon(runtime, ready)
+        raise
+    if value is LOOP_RUNNING:
+        counts.runs -= 1  # the coroutine was closed unstarted: nothing ran
+        _abandon(runtime, ready)
+        return Outcome(failure(ASYNC_LOOP_RUNNING), args=ready.args)
+    if value is TIMED_OUT:
+        return _timed_out(ready)
+    return conclude(runtime, ready, value)
+
+
+async def arun(runtime: Runtime, ready: Ready) -> Outcome:
+    """Await the body (a sync one in a worker thread) within its timeout, and conclude."""
+    tool = ready.tool
+    if ready.write_key is not None and tool.timeout is not None:
+        # As on the sync path, a write runs on past a timeout and stores its outcome.
+        task = asyncio.ensure_future(_arun(runtime, ready, None))
+        runtime.background.add(task)
+        task.add_done_callback(runtime.background.discard)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), tool.timeout)
+        except asyncio.TimeoutError:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise  # the body's own TimeoutError escaped as a BaseException would
+            return _timed_out(ready)
+    return await _arun(runtime, ready, tool.timeout)
+
+
+async def _arun(runtime: Runtime, ready: Ready, timeout: float | None) -> Outcome:
+    tool = ready.tool
+    tool.counts.runs += 1
+    try:
+        value = await await_body(tool.fn, ready.args, tool.is_async, timeout)
+    except Exception as exc:
+        return _raised(runtime, ready, exc)
+    except BaseException:
+        _abandon(runtime, ready)
+        raise
+    if value is TIMED_OUT:
+        return _timed_out(ready)
+    return conclude(runtime, ready, value)
+
+
+def conclude(runtime: Runtime, ready: Ready, value: object) -> Outcome:
+    """Check what the body answered, remember a success, settle a write."""
+    tool = ready.tool
+    reason = tool.result_reason(value)
+    if reason and reason != UNDECLARED:
+        tool.counts.bad_results += 1
+        envelope = failure("result:" + reason)
+    else:
+        envelope = success(value)
+        if ready.key is not None:
+            _remember(runtime, tool, ready.key, value, reason == UNDECLARED)
+    if ready.write_key is not None:
+        settle(runtime.store(), ready.write_key, envelope)
+    return Outcome(envelope, args=ready.args)
+
+
+def _remember(runtime: Runtime, tool: Tool, key: Hashable, value: object,
+              undeclared: bool) -> None:
+    frozen = freeze(value, verify=undeclared)
+    if frozen is not None:
+        runtime.memo.put(key, frozen, tool.ttl, tool.counts)
+
+
+def _raised(runtime: Runtime, ready: Ready, exc: Exception) -> Outcome:
+    """The answer to a body that raised: a transport failure, a timeout, or ``raised:<Name>``."""
+    tool = ready.tool
+    tool.counts.raised += 1
+    _log.debug("tool %r raised %s", tool.name, type(exc).__name__, exc_info=True)
+    details: dict[str, Any] | None = None
+    upstream = transport_failure(exc)  # reads the exception without ever raising
+    if upstream is not None:
+        envelope, details = failure(upstream[0]), upstream[1]
+    else:
+        envelope = failure(TIMEOUT if isinstance(exc, TimeoutError)
+                           else "raised:" + type(exc).__name__)
+    if ready.write_key is not None:
+        settle(runtime.store(), ready.write_key, envelope)
+    return Outcome(envelope, details=details, args=ready.args)
+
+
+def _abandon(runtime: Runtime, ready: Ready) -> None:
+    """A body that did not answer: its write's key is freed, so that a retry may run it."""
+    if ready.write_key is not None:
+        settle(runtime.store(), ready.write_key, None)
+
+
+def _timed_out(ready: Ready) -> Outcome:
+    ready.tool.counts.timed_out += 1
+    return Outcome(failure(TIMEOUT), args=ready.args)
+
+
+def _plan(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+    """What a call would do, for ``dry_run``: sensitive arguments redacted, nothing run."""
+    contract = tool.contract
+    return {"tool": contract.name, "args": redact_args(contract, args),
+            "args_digest": digest(args), "effect": contract.effect, "risk": contract.risk,
+            "needs_approval": contract.needs_approval}
+
+
+# -- the fast path ---------------------------------------------------------------------------
+
+def _compose_read(tool: Tool, runtime: Runtime) -> Callable[[object, object, object], Envelope]:
+    """The steps of a plain read, composed once into one function for unrecorded calls.
+
+    ``fast(args, echo, run_id)``, for a caller already in scope: the same
+    snapshot, key, memo, body, result check and remember as ``prepare`` and
+    ``run_sync``, answering the envelope alone.
+    """
+    snapshot_of, key_of, result_reason = tool.snapshot, tool.key_of, tool.result_reason
+    memo, counts, fn, ttl = runtime.memo, tool.counts, tool.fn, tool.ttl
+    memo_get, remembers = memo.get, ttl > 0
+
+    def fast(args: object, echo: object, run_id: object) -> Envelope:
+        snapshot = snapshot_of(args, echo)
+        if isinstance(snapshot, str):
+            counts.blocked += 1
+            return {"ok": False, "value": None, "error": "args:" + snapshot}
+        key = None
+        if remembers:
+            try:
+                key = key_of(snapshot, run_id)
+            except Exception:  # a value nobody can key is simply not remembered
+                key = None
+            if key is not None:
+                frozen = memo_get(key)
+                if frozen is not MISS:
+                    counts.hits += 1
+                    return {"ok": True, "value": thaw(frozen), "error": ""}
+        counts.runs += 1
+        try:
+            value = fn(**snapshot)
+        except Exception as exc:
+            return _raised(runtime, Ready(tool, snapshot, None, None), exc).envelope
+        if type(value) is not dict and isawaitable(value):
+            # A sync callable that handed back a coroutine: run it as the sync path runs one.
+            counts.runs -= 1
+            return _ran(runtime, Ready(tool, snapshot, key, None),
+                        lambda: run_body(lambda: value, {})).envelope
+        reason = result_reason(value)
+        if reason and reason != UNDECLARED:
+            counts.bad_results += 1
+            return {"ok": False, "value": None, "error": "result:" + reason}
+        if key is not None:
+            frozen = freeze(value, verify=reason == UNDECLARED)
+            if frozen is not None:
+                memo.put(key, frozen, ttl, counts)
+        return {"ok": True, "value": value, "error": ""}
+
+    return fast

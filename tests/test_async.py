@@ -1,0 +1,424 @@
+"""The gate's async twins: ``acall_tool`` and ``acall_for_model``, and async tool bodies.
+
+Each test runs its own event loop with ``asyncio.run`` (no async plugin), counts body
+runs inside the bodies, and builds expected values from the stock table itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+import warnings
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+
+import agtool.tools as tools
+from agtool import Gate
+
+VALID: dict[str, Any] = {"sku": "A100", "region": "seoul", "limit": 2}
+
+
+def rows_of(sku: str, region: str, limit: int | None = None) -> list[dict[str, Any]]:
+    return tools.STOCK[sku][region][:limit]
+
+
+def refused(reason: str) -> dict[str, Any]:
+    return {"ok": False, "value": None, "error": reason}
+
+
+def no_request_id(answer: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in answer.items() if key != "request_id"}
+
+
+def stock_entry(fn: Callable[..., Any], **extra: Any) -> dict[str, Any]:
+    """The stock example's ``stock_lookup`` contract with another body."""
+    return {**tools.TOOLS["stock_lookup"], "fn": fn, **extra}
+
+
+def never_awaited(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The 'coroutine ... was never awaited' warnings among ``caught``."""
+    return [str(w.message) for w in caught
+            if issubclass(w.category, RuntimeWarning) and "never awaited" in str(w.message)]
+
+
+class AsyncStock:
+    """An ``async def`` stock body that counts its runs; ``legacy`` ignores the limit."""
+
+    def __init__(self, legacy: bool = False) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.legacy = legacy
+
+    def make(self) -> Callable[..., Coroutine[Any, Any, dict[str, Any]]]:
+        async def lookup(sku: str, region: str, limit: int) -> dict[str, Any]:
+            self.calls.append({"sku": sku, "region": region, "limit": limit})
+            await asyncio.sleep(0)  # a real suspension, so a body that is not awaited shows
+            return {"sku": sku, "rows": rows_of(sku, region, None if self.legacy else limit)}
+
+        return lookup
+
+
+# -- An async body through acall_tool ------------------------------------------------------------
+
+def test_async_body_is_awaited_checked_and_remembered() -> None:
+    """acall_tool awaits an async body, answers its value, and the second call is a memo hit."""
+    body = AsyncStock()
+    gate = Gate({"stock_lookup": stock_entry(body.make())})
+
+    async def main() -> list[Any]:
+        return [await gate.acall_tool("stock_lookup", VALID),
+                await gate.acall_tool("stock_lookup", dict(VALID))]
+
+    first, second = asyncio.run(main())
+    expected = {"ok": True, "value": {"sku": "A100", "rows": rows_of("A100", "seoul", 2)},
+                "error": ""}
+    assert first == expected
+    assert second == expected
+    assert len(body.calls) == 1
+    stats = gate.stats("stock_lookup")
+    assert (stats.runs, stats.hits) == (1, 1)
+
+
+@pytest.mark.parametrize(("legacy", "args", "reason"), [
+    pytest.param(True, VALID, "result:too_big", id="legacy-ignores-limit"),
+    pytest.param(False, {"sku": "B200", "region": "busan", "limit": 2}, "result:empty",
+                 id="no-rows"),
+])
+def test_async_body_result_is_checked(legacy: bool, args: dict[str, Any], reason: str) -> None:
+    """An async body's value is checked against the return contract, and a refused one not kept."""
+    body = AsyncStock(legacy=legacy)
+    gate = Gate({"stock_lookup": stock_entry(body.make())})
+
+    async def main() -> list[Any]:
+        return [await gate.acall_tool("stock_lookup", args) for _ in range(2)]
+
+    assert asyncio.run(main()) == [refused(reason)] * 2
+    assert len(body.calls) == 2
+    stats = gate.stats("stock_lookup")
+    assert (stats.runs, stats.bad_results) == (2, 2)
+
+
+# -- Parity with the sync twins ------------------------------------------------------------------
+
+#: A run of calls on the stock table: valid, each single defect, unknown tool, not a dict.
+PARITY_CALLS: list[tuple[object, object]] = [
+    ("stock_lookup", VALID),
+    ("stock_lookup", {"region": "seoul", "limit": 2}),
+    ("stock_lookup", {**VALID, "sku_id": "A100"}),
+    ("stock_lookup", {**VALID, "limit": "2"}),
+    ("stock_lookup", {**VALID, "limit": True}),
+    ("stock_lookup", {**VALID, "region": "mars"}),
+    ("stock_lookup", {**VALID, "limit": 0}),
+    ("stock_lookup", {**VALID, "limit": 3}),
+    ("stock_lookup", {"sku": "B200", "region": "busan", "limit": 1}),
+    ("legacy_stock", VALID),
+    ("legacy_stock", {"sku": "A100", "region": "jeju", "limit": 1}),
+    ("stock_lookupp", VALID),
+    (42, VALID),
+    ("stock_lookup", ["A100", "seoul", 2]),
+    ("stock_lookup", None),
+    ("stock_lookup", VALID),  # a memo hit on both
+]
+
+
+@pytest.mark.parametrize(("sync", "async_"), [
+    pytest.param("call_tool", "acall_tool", id="envelope"),
+    pytest.param("call_for_model", "acall_for_model", id="model"),
+])
+def test_async_twins_answer_as_the_sync_ones(sync: str, async_: str) -> None:
+    """On the stock table, each async twin answers every call as its sync twin, with equal stats."""
+    sync_gate, async_gate = Gate(tools.TOOLS), Gate(tools.TOOLS)
+    expected = [getattr(sync_gate, sync)(name, args) for name, args in PARITY_CALLS]
+
+    async def main() -> list[Any]:
+        return [await getattr(async_gate, async_)(name, args) for name, args in PARITY_CALLS]
+
+    answers = asyncio.run(main())
+    if sync == "call_for_model":
+        expected = [no_request_id(answer) for answer in expected]
+        answers = [no_request_id(answer) for answer in answers]
+    assert answers == expected
+    assert sum(1 for answer in answers if answer["ok"]) == 3  # valid, legacy jeju, the hit
+    for name in tools.TOOLS:
+        assert async_gate.stats(name) == sync_gate.stats(name)
+    assert sync_gate.stats("stock_lookup").hits == 1
+
+
+# -- Timeouts ------------------------------------------------------------------------------------
+
+def test_async_body_past_its_timeout_is_cancelled() -> None:
+    """An async body past its timeout answers timeout and is cancelled, not left running."""
+    seen: list[str] = []
+
+    async def slow() -> dict[str, Any]:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        seen.append("finished")
+        return {}
+
+    gate = Gate({"slow": {"fn": slow, "args": {}, "returns": {}, "timeout": 0.05}})
+
+    async def main() -> tuple[Any, Any, list[str]]:
+        envelope = await gate.acall_tool("slow", {})
+        model = await gate.acall_for_model("slow", {})
+        for _ in range(10):  # a few turns of the loop for a cancellation to be delivered
+            await asyncio.sleep(0)
+        return envelope, model, list(seen)
+
+    envelope, model, seen_before_loop_closed = asyncio.run(main())
+    assert envelope == refused("timeout")
+    assert model["error"]["code"] == "TIMEOUT"
+    assert seen_before_loop_closed == ["cancelled", "cancelled"]
+    stats = gate.stats("slow")
+    assert (stats.runs, stats.timed_out) == (2, 2)
+
+
+# -- Sync bodies through acall_tool --------------------------------------------------------------
+
+def test_sync_body_runs_in_a_worker_thread_and_the_loop_keeps_running() -> None:
+    """acall_tool runs a sync body off the loop's thread; a ticker task ticks while it waits."""
+    ticks = [0]
+    started = threading.Event()
+    ticked = threading.Event()
+    seen: dict[str, Any] = {}
+
+    def body() -> dict[str, Any]:
+        seen["thread"] = threading.get_ident()
+        at_start = ticks[0]
+        started.set()
+        # Only the loop's ticker sets this; a body run on the loop's own thread blocks the
+        # ticker and waits out the guard, finding no ticks.
+        ticked.wait(5.0)
+        seen["ticks"] = ticks[0] - at_start
+        return {"n": 1}
+
+    gate = Gate({"t": {"fn": body, "args": {}, "returns": {"n": {"type": "int"}}}})
+
+    async def ticker(stop: asyncio.Event) -> None:
+        since_start = 0
+        while not stop.is_set():
+            ticks[0] += 1
+            if started.is_set():
+                since_start += 1
+                if since_start >= 3:
+                    ticked.set()
+            await asyncio.sleep(0.001)
+
+    async def main() -> tuple[int, Any]:
+        stop = asyncio.Event()
+        task = asyncio.create_task(ticker(stop))
+        envelope = await gate.acall_tool("t", {})
+        stop.set()
+        await task
+        return threading.get_ident(), envelope
+
+    loop_thread, envelope = asyncio.run(main())
+    assert envelope == {"ok": True, "value": {"n": 1}, "error": ""}
+    assert seen["thread"] != loop_thread
+    assert seen["ticks"] > 0
+    assert gate.stats("t").runs == 1
+
+
+# -- Async bodies through the sync call_tool ------------------------------------------------------
+
+def _async_counting(calls: list[int]) -> Callable[..., Any]:
+    async def fn() -> dict[str, Any]:
+        calls.append(1)
+        await asyncio.sleep(0)
+        return {"n": len(calls)}
+
+    return fn
+
+
+def _coroutine_returning(calls: list[int]) -> Callable[..., Any]:
+    inner = _async_counting(calls)
+    return lambda **kwargs: inner(**kwargs)
+
+
+BODY_KINDS = [
+    pytest.param(_async_counting, id="async-def"),
+    pytest.param(_coroutine_returning, id="sync-fn-returning-a-coroutine"),
+]
+
+
+@pytest.mark.parametrize("kind", BODY_KINDS)
+def test_sync_call_runs_an_async_body_when_no_loop_is_running(
+        kind: Callable[[list[int]], Callable[..., Any]]) -> None:
+    """call_tool with no running loop runs an async body (or a returned coroutine) to its value."""
+    calls: list[int] = []
+    gate = Gate({"t": {"fn": kind(calls), "args": {}, "returns": {"n": {"type": "int"}}}})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        envelope = gate.call_tool("t", {})
+        model = gate.call_for_model("t", {})
+        gc.collect()
+    assert envelope == {"ok": True, "value": {"n": 1}, "error": ""}
+    assert model["ok"] is True
+    assert model["data"] == {"n": 1}  # a memo hit
+    assert calls == [1]
+    assert gate.stats("t").runs == 1
+    assert never_awaited(caught) == []
+
+
+@pytest.mark.parametrize("kind", BODY_KINDS)
+def test_async_call_awaits_a_returned_coroutine(
+        kind: Callable[[list[int]], Callable[..., Any]]) -> None:
+    """acall_tool awaits an async body and a returned coroutine alike, leaving none unawaited."""
+    calls: list[int] = []
+    gate = Gate({"t": {"fn": kind(calls), "args": {}, "returns": {"n": {"type": "int"}}}})
+
+    async def main() -> tuple[Any, Any]:
+        return await gate.acall_tool("t", {}), await gate.acall_for_model("t", {})
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        envelope, model = asyncio.run(main())
+        gc.collect()
+    assert envelope == {"ok": True, "value": {"n": 1}, "error": ""}
+    assert model["data"] == {"n": 1}
+    assert calls == [1]
+    assert gate.stats("t").runs == 1
+    assert never_awaited(caught) == []
+
+
+@pytest.mark.parametrize("kind", BODY_KINDS)
+def test_sync_call_inside_a_running_loop_refuses_an_async_body(
+        kind: Callable[[list[int]], Callable[..., Any]]) -> None:
+    """call_tool in a running loop answers async:loop_running for an async body; none leaks."""
+    calls: list[int] = []
+    gate = Gate({"t": {"fn": kind(calls), "args": {}, "returns": {"n": {"type": "int"}}}})
+
+    async def main() -> tuple[Any, Any]:
+        return gate.call_tool("t", {}), gate.call_for_model("t", {})
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        envelope, model = asyncio.run(main())
+        gc.collect()
+    assert envelope == refused("async:loop_running")
+    assert model["ok"] is False
+    assert model["error"]["code"] == "INTERNAL"
+    assert model["error"]["retryable"] is False
+    assert model["error"]["details"]["reason"] == "async:loop_running"
+    assert calls == []
+    assert never_awaited(caught) == []
+    if kind is _async_counting:  # known async before it is called: the body never ran
+        assert gate.stats("t").runs == 0
+
+
+# -- What propagates and what is answered --------------------------------------------------------
+
+def test_cancelled_error_inside_an_async_body_propagates() -> None:
+    """asyncio.CancelledError raised by an async body comes out of acall_tool, not as a value."""
+
+    async def body() -> dict[str, Any]:
+        raise asyncio.CancelledError
+
+    gate = Gate({"t": {"fn": body, "args": {}, "returns": {}}})
+
+    async def main() -> str:
+        try:
+            await gate.acall_tool("t", {})
+        except asyncio.CancelledError:
+            return "propagated"
+        return "answered"
+
+    assert asyncio.run(main()) == "propagated"
+
+
+@pytest.mark.parametrize("sync_body", [False, True], ids=["async-body", "sync-body"])
+def test_cancelling_the_awaiting_task_propagates(sync_body: bool) -> None:
+    """Cancelling the task awaiting acall_tool raises CancelledError in it; no answer is made up."""
+    state: dict[str, Any] = {}
+    release = threading.Event()
+
+    async def async_body() -> dict[str, Any]:
+        state["started"].set()
+        await asyncio.sleep(10)
+        return {}
+
+    def blocking_body() -> dict[str, Any]:
+        state["loop"].call_soon_threadsafe(state["started"].set)
+        release.wait(5.0)
+        return {}
+
+    gate = Gate({"t": {"fn": blocking_body if sync_body else async_body, "args": {},
+                       "returns": {}}})
+
+    async def main() -> tuple[str, bool]:
+        state["started"] = asyncio.Event()
+        state["loop"] = asyncio.get_running_loop()
+        task = asyncio.create_task(gate.acall_tool("t", {}))
+        await state["started"].wait()
+        task.cancel()
+        release.set()  # the sync body may now finish: its value must not answer the task
+        try:
+            await task
+        except asyncio.CancelledError:
+            return "propagated", task.cancelled()
+        return "answered", task.cancelled()
+
+    assert asyncio.run(main()) == ("propagated", True)
+
+
+class _Interrupt:
+    """A sync body that raises KeyboardInterrupt, counting its runs."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def __call__(self) -> dict[str, Any]:
+        self.runs += 1
+        raise KeyboardInterrupt
+
+
+def test_keyboard_interrupt_in_a_sync_body_propagates_from_both_twins() -> None:
+    """KeyboardInterrupt raised by a sync body comes out of call_tool and out of acall_tool."""
+    body = _Interrupt()
+    gate = Gate({"t": {"fn": body, "args": {}, "returns": {}}})
+    with pytest.raises(KeyboardInterrupt):
+        gate.call_tool("t", {})
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(gate.acall_tool("t", {}))  # type: ignore[arg-type]
+    assert body.runs == 2
+
+
+class QuotaError(Exception):
+    """A tool's own exception, unknown to the gate."""
+
+
+def _raiser(exc: Exception, is_async: bool) -> Callable[..., Any]:
+    if is_async:
+        async def async_fn() -> dict[str, Any]:
+            await asyncio.sleep(0)
+            raise exc
+
+        return async_fn
+
+    def fn() -> dict[str, Any]:
+        raise exc
+
+    return fn
+
+
+@pytest.mark.parametrize("exc", [ValueError("v"), QuotaError("q"), RuntimeError("r")],
+                         ids=lambda exc: type(exc).__name__)
+@pytest.mark.parametrize(("is_async", "twin"), [
+    pytest.param(False, "acall_tool", id="sync-body-acall_tool"),
+    pytest.param(True, "acall_tool", id="async-body-acall_tool"),
+    pytest.param(True, "call_tool", id="async-body-call_tool"),
+])
+def test_an_exception_in_a_body_is_a_raised_value(exc: Exception, is_async: bool,
+                                                  twin: str) -> None:
+    """Any Exception from a body, sync or async, through either twin, answers raised:<Name>."""
+    gate = Gate({"t": {"fn": _raiser(exc, is_async), "args": {}, "returns": {}}})
+    call = getattr(gate, twin)
+    envelope = asyncio.run(call("t", {})) if twin.startswith("a") else call("t", {})
+    assert envelope == refused(f"raised:{type(exc).__name__}")
+    stats = gate.stats("t")
+    assert (stats.runs, stats.raised) == (1, 1)
