@@ -18,7 +18,7 @@ from typing import Any
 from ._contract import Spec, ToolContract
 from ._errors import UpstreamError
 from ._outcome import PLAN, Outcome
-from ._reasons import parse_reason, shown
+from ._reasons import named, parse_reason, shown
 from ._records import redact_value, scrub
 
 __all__ = ["CODES", "EXCERPT_CHARS", "RETRYABLE_CODES", "UNTRUSTED_NOTE", "error_code",
@@ -189,10 +189,8 @@ _BOUNDS = {"min": ("min", "max"), "max": ("min", "max"), "min_len": ("min_len", 
 
 def _field_issue(contract: ToolContract | None, args: object, check: str,
                  arg: str) -> dict[str, Any]:
-    # The reason names the argument as shown (escaped, bounded): find the declared one.
-    declared = next((key for key in contract.args if shown(key) == arg), arg) \
-        if contract is not None else arg
-    arg = declared
+    if contract is not None:  # the reason echoes the name as shown: find the declared one
+        arg = named(contract.args, arg) or arg
     spec = contract.args.get(arg) if contract is not None else None
     # Read from the dict's own storage: the caller's object may lie, or raise.
     given = dict.get(args, arg, _ABSENT) if isinstance(args, dict) else _ABSENT

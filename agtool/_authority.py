@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ._contract import RISKS
 
@@ -48,14 +49,12 @@ class Approval:
 
 def read_scope(scope: Collection[str]) -> frozenset[str] | None:
     """A per-call scope as the risk levels it grants, or ``None`` if it is malformed."""
-    if not isinstance(scope, _SCOPE_TYPES):
+    builtin: Any = next((kind for kind in _SCOPE_TYPES if isinstance(scope, kind)), None)
+    if builtin is None:
         return None
     try:
         # The builtin's own iteration: a subclass's __iter__ or __contains__ is not asked.
-        levels = frozenset(list.__iter__(scope) if isinstance(scope, list)
-                           else tuple.__iter__(scope) if isinstance(scope, tuple)
-                           else set.__iter__(scope) if isinstance(scope, set)
-                           else frozenset.__iter__(scope))
+        levels = frozenset(builtin.__iter__(scope))
     except Exception:  # an element whose hash raises
         return None
     # Exact strs only: a str subclass could compare equal to a level it is not.

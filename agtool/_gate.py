@@ -38,7 +38,7 @@ from ._records import (
     shown_tool,
 )
 from ._stats import ToolStats
-from ._steps import Held, Ready, Runtime, Tool, arun, in_progress, prepare, reclaim, run_sync
+from ._steps import Held, Ready, Runtime, Tool, arun, prepare, reclaim, run_sync
 from ._store import SqliteStore, WriteStore
 from ._writes import write_key
 
@@ -182,8 +182,8 @@ class Gate:
         with the same arguments is covered.
         """
         # Digested as the gate digests a call: from the dict's own storage, as a plain copy.
-        shown_args = plain_dict(args) if isinstance(args, dict) else args
-        return Approval(name, digest(shown_args), by, run_id, step_id)
+        plain = plain_dict(args) if isinstance(args, dict) else args
+        return Approval(name, digest(plain), by, run_id, step_id)
 
     def idempotency_key(self, name: str, args: object, run_id: str, step_id: str) -> str | None:
         """The key a write is stored under: run id, step id, tool and its business key.
@@ -223,14 +223,14 @@ class Gate:
         instead of running. ``KeyboardInterrupt`` and other ``BaseException`` s
         raised by the body propagate.
         """
+        found = self._tools.lookup(name)
         if self.records is None and not records_log.isEnabledFor(_INFO):
-            tool = self._tools.lookup(name)
-            if isinstance(tool, str):
-                return failure("args:" + tool)
-            fast = tool.fast
-            if fast is not None and scope is None and not dry_run and tool.in_gate_scope:
+            if isinstance(found, str):
+                return failure("args:" + found)
+            fast = found.fast
+            if fast is not None and scope is None and not dry_run and found.in_gate_scope:
                 return fast(args, echo, run_id)
-        return self._recorded(name, args, echo, scope, run_id, step_id, approvals,
+        return self._recorded(name, found, args, echo, scope, run_id, step_id, approvals,
                               dry_run)[2].envelope
 
     async def acall_tool(
@@ -244,8 +244,8 @@ class Gate:
         contract has one; a sync body runs in a worker thread, so the event
         loop is never blocked. ``asyncio.CancelledError`` propagates.
         """
-        return (await self._arecorded(name, args, echo, scope, run_id, step_id, approvals,
-                                      dry_run))[2].envelope
+        return (await self._arecorded(name, self._tools.lookup(name), args, echo, scope, run_id,
+                                      step_id, approvals, dry_run))[2].envelope
 
     def call_for_model(
         self, name: object, args: object, echo: Mapping[str, object] | None = None, *,
@@ -261,8 +261,8 @@ class Gate:
         instructions). Failure: ``{"ok": False, "error": {"code", "retryable",
         "message", "details"}, "request_id"}`` (see ``model_error``).
         """
-        request_id, tool, outcome = self._recorded(name, args, echo, scope, run_id, step_id,
-                                                   approvals, dry_run)
+        request_id, tool, outcome = self._recorded(name, self._tools.lookup(name), args, echo,
+                                                   scope, run_id, step_id, approvals, dry_run)
         return model_answer(outcome, None if tool is None else tool.contract, args, request_id)
 
     async def acall_for_model(
@@ -271,8 +271,9 @@ class Gate:
         step_id: str | None = None, approvals: Iterable[Approval] = (), dry_run: bool = False,
     ) -> dict[str, Any]:
         """``call_for_model`` for async callers, as ``acall_tool`` is to ``call_tool``."""
-        request_id, tool, outcome = await self._arecorded(name, args, echo, scope, run_id,
-                                                          step_id, approvals, dry_run)
+        request_id, tool, outcome = await self._arecorded(
+            name, self._tools.lookup(name), args, echo, scope, run_id, step_id, approvals,
+            dry_run)
         return model_answer(outcome, None if tool is None else tool.contract, args, request_id)
 
     # -- counters and memory -------------------------------------------------------------------
@@ -298,60 +299,44 @@ class Gate:
 
     # -- one call, recorded --------------------------------------------------------------------
 
-    def _outcome(self, tool: Tool, args: object, echo: object,
-                 scope: Collection[str] | None, run_id: object, step_id: object,
-                 approvals: Iterable[Approval], dry_run: bool) -> Outcome:
-        runtime = self._runtime
-        step = prepare(runtime, tool, args, echo, scope, run_id, step_id, approvals, dry_run)
-        deadline = time.monotonic() + runtime.pending_wait
-        while isinstance(step, Held):
-            if time.monotonic() >= deadline:
-                return in_progress(step)
-            time.sleep(_POLL_SECONDS)
-            step = reclaim(runtime, step)
-        return run_sync(runtime, step) if isinstance(step, Ready) else step
-
-    async def _aoutcome(self, tool: Tool, args: object, echo: object,
-                        scope: Collection[str] | None, run_id: object, step_id: object,
-                        approvals: Iterable[Approval], dry_run: bool) -> Outcome:
-        runtime = self._runtime
-        step = prepare(runtime, tool, args, echo, scope, run_id, step_id, approvals, dry_run)
-        deadline = time.monotonic() + runtime.pending_wait
-        while isinstance(step, Held):
-            if time.monotonic() >= deadline:
-                return in_progress(step)
-            await asyncio.sleep(_POLL_SECONDS)
-            step = reclaim(runtime, step)
-        return await arun(runtime, step) if isinstance(step, Ready) else step
-
-    def _recorded(self, name: object, args: object, echo: object,
+    def _recorded(self, name: object, found: Tool | str, args: object, echo: object,
                   scope: Collection[str] | None, run_id: object, step_id: object,
                   approvals: Iterable[Approval], dry_run: bool
                   ) -> tuple[str, Tool | None, Outcome]:
-        request_id = f"{self._id_prefix}{next(self._ids)}"
-        started = time.perf_counter()
-        found = self._tools.lookup(name)
-        if isinstance(found, str):
-            tool, outcome = None, Outcome(failure("args:" + found))
-        else:
-            tool = found
-            outcome = self._outcome(tool, args, echo, scope, run_id, step_id, approvals, dry_run)
-        self._record(request_id, name, tool, outcome, started)
-        return request_id, tool, outcome
+        request_id, started = self._start()
+        step = self._begin(found, args, echo, scope, run_id, step_id, approvals, dry_run)
+        while isinstance(step, Held):
+            time.sleep(_POLL_SECONDS)
+            step = reclaim(self._runtime, step)
+        outcome = run_sync(self._runtime, step) if isinstance(step, Ready) else step
+        return self._finish(request_id, name, found, outcome, started)
 
-    async def _arecorded(self, name: object, args: object, echo: object,
+    async def _arecorded(self, name: object, found: Tool | str, args: object, echo: object,
                          scope: Collection[str] | None, run_id: object, step_id: object,
                          approvals: Iterable[Approval], dry_run: bool
                          ) -> tuple[str, Tool | None, Outcome]:
-        request_id = f"{self._id_prefix}{next(self._ids)}"
-        started = time.perf_counter()
-        found = self._tools.lookup(name)
+        request_id, started = self._start()
+        step = self._begin(found, args, echo, scope, run_id, step_id, approvals, dry_run)
+        while isinstance(step, Held):
+            await asyncio.sleep(_POLL_SECONDS)
+            step = reclaim(self._runtime, step)
+        outcome = await arun(self._runtime, step) if isinstance(step, Ready) else step
+        return self._finish(request_id, name, found, outcome, started)
+
+    def _start(self) -> tuple[str, float]:
+        return f"{self._id_prefix}{next(self._ids)}", time.perf_counter()
+
+    def _begin(self, found: Tool | str, args: object, echo: object,
+               scope: Collection[str] | None, run_id: object, step_id: object,
+               approvals: Iterable[Approval], dry_run: bool) -> Outcome | Held | Ready:
         if isinstance(found, str):
-            tool, outcome = None, Outcome(failure("args:" + found))
-        else:
-            tool = found
-            outcome = await self._aoutcome(tool, args, echo, scope, run_id, step_id, approvals,
-                                           dry_run)
+            return Outcome(failure("args:" + found))
+        return prepare(self._runtime, found, args, echo, scope, run_id, step_id, approvals,
+                       dry_run)
+
+    def _finish(self, request_id: str, name: object, found: Tool | str, outcome: Outcome,
+                started: float) -> tuple[str, Tool | None, Outcome]:
+        tool = None if isinstance(found, str) else found
         self._record(request_id, name, tool, outcome, started)
         return request_id, tool, outcome
 

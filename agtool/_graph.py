@@ -80,8 +80,8 @@ from ._reasons import (
     TOO_BIG,
     UNKNOWN_TOOL,
     Reason,
+    named,
     parse_reason,
-    shown,
 )
 
 __all__ = [
@@ -410,8 +410,10 @@ def _drop_arg(call: Call, reason: Reason, contract: ToolContract | None) -> Call
     if not isinstance(args, dict):
         return None
     # The reason names the argument as ``shown`` echoes it (escaped, bounded).
-    return _with_args(call, {key: value for key, value in args.items()
-                             if not (isinstance(key, str) and shown(key) == reason.arg)})
+    dropped = named(args, reason.arg)
+    if dropped is None:
+        return _with_args(call, dict(args))  # nothing by that name: the repeat check ends it
+    return _with_args(call, {key: value for key, value in args.items() if key != dropped})
 
 
 def _use_successor(call: Call, reason: Reason, contract: ToolContract | None) -> Call | None:

@@ -26,7 +26,7 @@ from ._answers import is_retryable
 from ._contract import RISKS, Spec, ToolContract, check_table
 from ._gate import Gate
 from ._outcome import Envelope
-from ._reasons import ARG_CHECKS, ARG_REASONS, RESULT_CHECKS, Reason, parse_reason, shown
+from ._reasons import ARG_CHECKS, ARG_REASONS, RESULT_CHECKS, Reason, named, parse_reason, shown
 from ._stats import ToolStats
 
 __all__ = [
@@ -484,7 +484,8 @@ def _check_arg_reason(gate: Gate, name: Any, args: Any, echo: Mapping[str, Any] 
     # Reasons echo names as ``shown`` makes them (escaped, bounded): compare them so.
     given = {shown(key) for key in dict.keys(args) if type(key) is str}
     # The reason names the argument as shown: find the declared one it stands for.
-    spec = next((spec for key, spec in contract.args.items() if shown(key) == arg), None)
+    declared = named(contract.args, arg)
+    spec = None if declared is None else contract.args[declared]
     # Inside a list of objects a key can be missing or unexpected too; the reason names
     # the top-level argument that holds it.
     inside = spec is not None and arg in given and _holds_objects(spec)

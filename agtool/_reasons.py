@@ -24,6 +24,7 @@ failed and on which argument, never a message or a traceback.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import NamedTuple
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "STAGES",
     "WRITE_REASONS",
     "Reason",
+    "named",
     "parse_reason",
     "shown",
 ]
@@ -125,6 +127,11 @@ def shown(name: str) -> str:
         return head
     mark = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
     return f"{head[:SHOWN_CHARS]}...#{mark}"
+
+
+def named(names: Iterable[object], arg: str) -> str | None:
+    """The name among ``names`` that a reason's ``arg`` echoes (see ``shown``), if any."""
+    return next((name for name in names if type(name) is str and shown(name) == arg), None)
 
 
 def _escape(char: str) -> str:

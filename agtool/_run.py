@@ -20,7 +20,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-__all__ = ["LoopRunning", "TimedOut", "await_body", "is_async_body", "run_body", "within"]
+__all__ = ["LOOP_RUNNING", "TIMED_OUT", "LoopRunning", "TimedOut", "await_body", "finish_here",
+           "is_async_body", "run_body", "within"]
 
 _T = TypeVar("_T")
 
@@ -55,13 +56,18 @@ def run_body(fn: Callable[..., Any], args: dict[str, Any]) -> Any:
     """
     if inspect.iscoroutinefunction(fn) and _loop_running():
         return LOOP_RUNNING  # refused before the coroutine is even made
-    value = fn(**args)
-    if inspect.isawaitable(value):
-        if _loop_running():
-            _close(value)
-            return LOOP_RUNNING
-        return asyncio.run(_awaited(value))
-    return value
+    return finish_here(fn(**args))
+
+
+def finish_here(value: Any) -> Any:
+    """``value``, or what it comes to if it is awaitable: run to its end with no loop
+    running in this thread, else closed unstarted and answered ``LOOP_RUNNING``."""
+    if not inspect.isawaitable(value):
+        return value
+    if _loop_running():
+        _close(value)
+        return LOOP_RUNNING
+    return asyncio.run(_awaited(value))
 
 
 async def await_body(fn: Callable[..., Any], args: dict[str, Any], is_async: bool,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from inspect import isawaitable
 from typing import Any
@@ -45,12 +46,12 @@ from ._reasons import (
     WRITE_STORE,
 )
 from ._records import contract_hash, digest, redact_args
-from ._run import LOOP_RUNNING, TIMED_OUT, await_body, is_async_body, run_body, within
+from ._run import LOOP_RUNNING, TIMED_OUT, await_body, finish_here, is_async_body, run_body, within
 from ._stats import Counts
 from ._store import CONFLICT, DONE, RUN, WriteStore
 from ._writes import settle, stored_envelope, write_key
 
-__all__ = ["Held", "Ready", "Runtime", "Tool", "arun", "conclude", "in_progress", "prepare",
+__all__ = ["Held", "Ready", "Runtime", "Tool", "arun", "conclude", "prepare",
            "reclaim", "run_sync"]
 
 _log = logging.getLogger("agtool")
@@ -96,9 +97,8 @@ class Tool:
         self.timeout = contract.timeout
         self.risk = contract.risk
         self.in_gate_scope = contract.risk in scope  #: the gate's scope never changes
-        ttl = getattr(contract, "ttl", None)
         #: Seconds a success is remembered; 0 for a tool that is never remembered.
-        self.ttl = 0.0 if self.writes else runtime.ttl if ttl is None else ttl
+        self.ttl = 0.0 if self.writes else runtime.ttl if contract.ttl is None else contract.ttl
         self.is_async = is_async_body(self.fn)
         plain = not (self.writes or self.needs_approval or self.timeout is not None
                      or self.is_async)
@@ -137,13 +137,16 @@ class Ready:
 class Held:
     """A write whose key another caller holds: look again after a pause, up to a deadline."""
 
-    __slots__ = ("args", "exact", "key", "tool")
+    __slots__ = ("args", "deadline", "exact", "key", "tool")
 
-    def __init__(self, tool: Tool, args: dict[str, Any], exact: str, key: str) -> None:
+    def __init__(self, tool: Tool, args: dict[str, Any], exact: str, key: str,
+                 deadline: float) -> None:
         self.tool = tool
         self.args = args
         self.exact = exact
         self.key = key
+        #: ``time.monotonic()`` past which a key still held answers ``write:in_progress``.
+        self.deadline = deadline
 
 
 # -- before the body -------------------------------------------------------------------------
@@ -172,7 +175,8 @@ def prepare(runtime: Runtime, tool: Tool, args: object, echo: object,
         key = write_key(tool.name, tool.contract.key_args, snapshot, exact, run_id, step_id)
         if key is None or not exact:
             return Outcome(failure(WRITE_NO_KEY), args=snapshot)
-        return reclaim(runtime, Held(tool, snapshot, exact, key))
+        deadline = time.monotonic() + runtime.pending_wait
+        return reclaim(runtime, Held(tool, snapshot, exact, key, deadline))
     memo_key = _memo_key(tool, snapshot, run_id)
     if memo_key is not None:
         frozen = runtime.memo.get(memo_key)
@@ -202,7 +206,11 @@ def _memo_key(tool: Tool, snapshot: dict[str, Any], run_id: object) -> Hashable 
 
 
 def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
-    """Claim a write's key: run it (``Ready``), replay it, or find it held or in conflict."""
+    """Claim a write's key: run it (``Ready``), replay it, or find it held or in conflict.
+
+    A key still held past the wait answers ``write:in_progress``; before then the
+    caller pauses, as its path allows, and calls again with what this answered.
+    """
     tool = held.tool
     try:
         claim = runtime.store().claim(held.key, tool.name, held.exact)
@@ -213,18 +221,16 @@ def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
         return Ready(tool, held.args, None, held.key)
     if claim.state == DONE:
         replayed = stored_envelope(claim.outcome)
-        if replayed["error"] == WRITE_STORE and replayed["ok"] is False:
-            return Outcome(replayed, args=held.args)
+        if replayed is None:  # the store, not the write, is broken
+            _log.error("idempotency store answered %r with a malformed outcome", held.key)
+            return Outcome(failure(WRITE_STORE), args=held.args)
         tool.counts.replayed += 1
         return Outcome(replayed, REPLAY, None, held.args)
     if claim.state == CONFLICT:
         return Outcome(failure(WRITE_CONFLICT), args=held.args)
+    if time.monotonic() >= held.deadline:
+        return Outcome(failure(WRITE_IN_PROGRESS), args=held.args)
     return held
-
-
-def in_progress(held: Held) -> Outcome:
-    """The answer to a write whose key stayed held past the wait."""
-    return Outcome(failure(WRITE_IN_PROGRESS), args=held.args)
 
 
 # -- the body, and after it ------------------------------------------------------------------
@@ -259,13 +265,7 @@ def _ran(runtime: Runtime, ready: Ready, call: Callable[[], Any]) -> Outcome:
     except BaseException:
         _abandon(runtime, ready)
         raise
-    if value is LOOP_RUNNING:
-        counts.runs -= 1  # the coroutine was closed unstarted: nothing ran
-        _abandon(runtime, ready)
-        return Outcome(failure(ASYNC_LOOP_RUNNING), args=ready.args)
-    if value is TIMED_OUT:
-        return _timed_out(ready)
-    return conclude(runtime, ready, value)
+    return _answered(runtime, ready, value)
 
 
 async def arun(runtime: Runtime, ready: Ready) -> Outcome:
@@ -278,9 +278,7 @@ async def arun(runtime: Runtime, ready: Ready) -> Outcome:
         task.add_done_callback(runtime.background.discard)
         try:
             return await asyncio.wait_for(asyncio.shield(task), tool.timeout)
-        except asyncio.TimeoutError:
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                raise  # the body's own TimeoutError escaped as a BaseException would
+        except asyncio.TimeoutError:  # the task answers every body's own exception itself
             return _timed_out(ready)
     return await _arun(runtime, ready, tool.timeout)
 
@@ -295,8 +293,17 @@ async def _arun(runtime: Runtime, ready: Ready, timeout: float | None) -> Outcom
     except BaseException:
         _abandon(runtime, ready)
         raise
+    return _answered(runtime, ready, value)
+
+
+def _answered(runtime: Runtime, ready: Ready, value: object) -> Outcome:
+    """What a body's run came to: its value concluded, or the run's own answer."""
     if value is TIMED_OUT:
         return _timed_out(ready)
+    if value is LOOP_RUNNING:
+        ready.tool.counts.runs -= 1  # the coroutine was closed unstarted: nothing ran
+        _abandon(runtime, ready)
+        return Outcome(failure(ASYNC_LOOP_RUNNING), args=ready.args)
     return conclude(runtime, ready, value)
 
 
@@ -397,7 +404,7 @@ def _compose_read(tool: Tool, runtime: Runtime) -> Callable[[object, object, obj
             # A sync callable that handed back a coroutine: run it as the sync path runs one.
             counts.runs -= 1
             return _ran(runtime, Ready(tool, snapshot, key, None),
-                        lambda: run_body(lambda: value, {})).envelope
+                        lambda: finish_here(value)).envelope
         reason = result_reason(value)
         if reason and reason != UNDECLARED:
             counts.bad_results += 1

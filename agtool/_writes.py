@@ -13,8 +13,7 @@ import logging
 from typing import Any
 
 from ._answers import is_retryable
-from ._outcome import Envelope, failure
-from ._reasons import WRITE_STORE
+from ._outcome import Envelope
 from ._records import digest
 from ._store import WriteStore
 
@@ -51,14 +50,11 @@ def settle(store: WriteStore, key: str, envelope: Envelope | None) -> None:
         _log.exception("idempotency store failed to settle %r", key)
 
 
-def stored_envelope(outcome: object) -> Envelope:
-    """The envelope a store kept, if it is one (``ok`` true exactly when ``error`` is empty).
-
-    A malformed outcome answers ``write:store``: the store, not the write, is broken.
-    """
-    if isinstance(outcome, dict):
-        ok, error = outcome.get("ok"), outcome.get("error")
-        if type(ok) is bool and isinstance(error, str) and ok == (error == ""):
-            return {"ok": ok, "value": outcome.get("value"), "error": error}
-    _log.error("idempotency store answered a malformed outcome")
-    return failure(WRITE_STORE)
+def stored_envelope(outcome: object) -> Envelope | None:
+    """The envelope a store kept, if it is one: ``ok`` true exactly when ``error`` is empty."""
+    if not isinstance(outcome, dict):
+        return None
+    ok, error = outcome.get("ok"), outcome.get("error")
+    if type(ok) is not bool or not isinstance(error, str) or ok != (error == ""):
+        return None
+    return {"ok": ok, "value": outcome.get("value"), "error": error}

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from _bodies import CountingBody
+from _shapes import assert_envelope
 
 import agtool.tools as tools
 from agtool import (
@@ -36,8 +37,6 @@ from agtool._compile import compile_result_check
 from agtool._contract import is_value_of
 from agtool._memo import MAX_DEPTH, freeze, thaw
 
-ENVELOPE_KEYS = {"ok", "value", "error"}
-
 
 class Counter(CountingBody):
     """A counting body that, unless told otherwise, answers its arguments under ``echo``."""
@@ -50,17 +49,6 @@ def gate_for(fn: Callable[..., Any], args: dict[str, Any] | None = None,
              returns: dict[str, Any] | None = None, name: str = "t") -> Gate:
     """A gate over one tool; returns default to any dict with extra keys allowed."""
     return Gate({name: {"fn": fn, "args": args or {}, "returns": returns or {}}})
-
-
-def assert_envelope(envelope: object) -> None:
-    """Exactly three keys, typed as the envelope promises, value None on failure."""
-    assert isinstance(envelope, dict)
-    assert set(envelope) == ENVELOPE_KEYS
-    assert type(envelope["ok"]) is bool
-    assert type(envelope["error"]) is str
-    assert envelope["ok"] == (envelope["error"] == "")
-    if not envelope["ok"]:
-        assert envelope["value"] is None
 
 
 # -- Argument reasons ----------------------------------------------------------------------------

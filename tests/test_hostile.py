@@ -20,6 +20,7 @@ from typing import Any
 import jsonschema
 import pytest
 from _bodies import CountingBody
+from _shapes import assert_envelope
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -27,7 +28,6 @@ import agtool
 import agtool.tools as tools
 from agtool import CallRecord, Gate
 
-ENVELOPE_KEYS = {"ok", "value", "error"}
 MODEL_ERROR_KEYS = {"code", "retryable", "message", "details"}
 #: A raw control character or line separator: what must never reach a log line or a model.
 UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -67,17 +67,6 @@ def stock_answer(args: dict[str, Any]) -> dict[str, Any]:
 
 def refused(reason: str) -> dict[str, Any]:
     return {"ok": False, "value": None, "error": reason}
-
-
-def assert_envelope(envelope: object) -> None:
-    """Exactly three keys, typed as the envelope promises, value None on failure."""
-    assert isinstance(envelope, dict)
-    assert set(envelope) == ENVELOPE_KEYS
-    assert type(envelope["ok"]) is bool
-    assert type(envelope["error"]) is str
-    assert envelope["ok"] == (envelope["error"] == "")
-    if not envelope["ok"]:
-        assert envelope["value"] is None
 
 
 def assert_model_answer(answer: object) -> None:
