@@ -422,3 +422,93 @@ def test_an_exception_in_a_body_is_a_raised_value(exc: Exception, is_async: bool
     assert envelope == refused(f"raised:{type(exc).__name__}")
     stats = gate.stats("t")
     assert (stats.runs, stats.raised) == (1, 1)
+
+
+# -- Writes through the async path ---------------------------------------------------------------
+
+WRITE_ARGS: dict[str, Any] = {"order_id": "ORD-1", "cents": 500}
+
+
+def write_gate(fn: Callable[..., Any], **extra: Any) -> Gate:
+    """A gate over one reversible write, ``pay``, that the caller may use."""
+    entry = {"fn": fn, "effect": "write", "risk": "reversible_write",
+             "args": {"order_id": {"type": "str"}, "cents": {"type": "int", "min": 1}},
+             "returns": {"paid": {"type": "int"}}, **extra}
+    return Gate({"pay": entry}, scope={"read_public", "reversible_write"})
+
+
+def async_payment(paid: list[int], pause: float = 0.0) -> Callable[..., Any]:
+    async def pay(order_id: str, cents: int) -> dict[str, Any]:
+        await asyncio.sleep(pause)
+        paid.append(cents)
+        return {"paid": cents}
+
+    return pay
+
+
+def test_async_write_runs_once_per_key_and_replays() -> None:
+    """acall_tool runs an async write once per key; a repeat answers the first outcome."""
+    paid: list[int] = []
+    gate = write_gate(async_payment(paid))
+
+    async def main() -> list[Any]:
+        return [await gate.acall_tool("pay", WRITE_ARGS, run_id="r", step_id="s")
+                for _ in range(3)]
+
+    assert asyncio.run(main()) == [{"ok": True, "value": {"paid": 500}, "error": ""}] * 3
+    assert paid == [500]
+    stats = gate.stats("pay")
+    assert (stats.runs, stats.replayed, stats.hits) == (1, 2, 0)
+
+
+def test_concurrent_async_writes_of_one_key_run_the_body_once() -> None:
+    """Two acall_tool of one key at once: one runs, the other waits (not blocking), then replays."""
+    paid: list[int] = []
+    gate = write_gate(async_payment(paid, pause=0.05))
+
+    async def main() -> list[Any]:
+        return list(await asyncio.gather(
+            *(gate.acall_tool("pay", WRITE_ARGS, run_id="r", step_id="s") for _ in range(2))))
+
+    answers = asyncio.run(main())
+    assert answers == [{"ok": True, "value": {"paid": 500}, "error": ""}] * 2
+    assert paid == [500]
+    stats = gate.stats("pay")
+    assert (stats.runs, stats.replayed) == (1, 1)
+
+
+def test_async_write_past_its_timeout_runs_on_and_stores_its_outcome() -> None:
+    """A timed-out async write is not cancelled: it finishes, and the retry replays its outcome."""
+    paid: list[int] = []
+    gate = write_gate(async_payment(paid, pause=0.2), timeout=0.02)
+
+    async def main() -> list[Any]:
+        first = await gate.acall_tool("pay", WRITE_ARGS, run_id="r", step_id="s")
+        for _ in range(500):  # the shielded body goes on in this loop (a cancelled one never pays)
+            if paid:  # it settles its key in the same step as it pays: no await between
+                break
+            await asyncio.sleep(0.01)
+        second = await gate.acall_tool("pay", WRITE_ARGS, run_id="r", step_id="s")
+        return [first, second]
+
+    first, second = asyncio.run(main())
+    assert first == refused("timeout")
+    assert second == {"ok": True, "value": {"paid": 500}, "error": ""}
+    assert paid == [500]
+    stats = gate.stats("pay")
+    assert (stats.runs, stats.timed_out, stats.replayed) == (1, 1, 1)
+
+
+def test_cancelled_error_from_an_async_write_propagates() -> None:
+    """An async write body raising CancelledError propagates it out of acall_tool."""
+    async def pay(order_id: str, cents: int) -> dict[str, Any]:
+        raise asyncio.CancelledError
+
+    gate = write_gate(pay)
+
+    async def main() -> object:
+        return await gate.acall_tool("pay", WRITE_ARGS, run_id="r", step_id="s")
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(main())
+    assert gate.stats("pay").runs == 1
