@@ -11,13 +11,13 @@ raising iterable) simply approves nothing.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ._contract import RISKS
 
-__all__ = ["Approval", "approved", "read_scope"]
+__all__ = ["Approval", "approved", "gate_scope", "read_scope"]
 
 _RISKS = frozenset(RISKS)
 #: The collections a per-call scope may be given as: their iteration is their contents.
@@ -61,6 +61,16 @@ def read_scope(scope: Collection[str]) -> frozenset[str] | None:
     if not levels <= _RISKS or any(type(level) is not str for level in levels):
         return None
     return levels
+
+
+def gate_scope(scope: Collection[str]) -> frozenset[str]:
+    """A gate's own scope, checked when it is made: ``ValueError`` says what is wrong."""
+    if isinstance(scope, (str, Mapping)) or not all(isinstance(s, str) for s in scope):
+        raise ValueError(f"scope must be a collection of risk level names, got {scope!r}")
+    unknown = sorted(set(scope) - _RISKS)
+    if unknown:
+        raise ValueError(f"scope names unknown risk levels {unknown}; expected {list(RISKS)}")
+    return frozenset(scope)
 
 
 def approved(tool: str, exact: str, approvals: Iterable[Approval], run_id: object,

@@ -4,7 +4,9 @@ An interpreted walk over the spec dicts costs several times a bare tool call;
 straight-line code specialised to one contract costs about as much as the call
 itself, so the gate can afford to check every call. Arguments and results
 share one emitter: they differ in how a failed check is reported, and in
-that the argument check also takes the snapshot the body will run on.
+that the argument check also takes the snapshot the body will run on. The
+emitter also writes its lines into a larger function: the fast path of a
+plain read (``_fastpath``) is these same checks, inlined.
 
 The snapshot is what makes "what was checked is what runs" hold against a
 caller's own objects: the args and every container the contract types are
@@ -20,17 +22,18 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._contract import Spec
+from ._contract import Spec, is_closed
 from ._patterns import fullmatcher
 from ._reasons import EMPTY, NOT_OBJECT, RANGE, SHAPE, TOO_BIG, shown
 
-__all__ = ["UNDECLARED", "compile_arg_check", "compile_result_check", "plain_dict"]
+__all__ = ["UNDECLARED", "Emitter", "compile_arg_check", "compile_copy",
+           "compile_result_check", "plain_dict"]
 
 Check = Callable[..., str]
 
 #: What a result check answers for a value that keeps its contract but carries
-#: parts the contract does not declare (extra keys, untyped items): the memo
-#: must then verify its copy, since only declared parts are known to be JSON.
+#: parts the contract does not declare (extra keys, untyped items, containers
+#: of a subclass): the memo must then verify and copy it the slow way.
 UNDECLARED = "+undeclared"
 
 # How each failed check reads in a result reason: a result has no "arguments"
@@ -58,17 +61,37 @@ _TYPE_TESTS = {
 }
 
 
-class _Emitter:
-    """Accumulates source lines and the constants they refer to."""
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
 
-    def __init__(self, fail: Callable[[str], str], results: bool) -> None:
+
+_MISSING = _Missing()
+
+
+def plain_dict(value: dict[Any, Any]) -> dict[Any, Any]:
+    """A plain copy of a dict, read from its own storage, whatever its class says."""
+    return value.copy() if type(value) is dict else dict(dict.items(value))
+
+
+class Emitter:
+    """Accumulates the source lines of one function and the constants they refer to.
+
+    ``fail(reason)`` is the statement that ends a failed check, given the
+    reason as a Python expression: ``return <reason>`` for a bare check, an
+    envelope for the fast path.
+    """
+
+    def __init__(self, fail: Callable[[str], str] = lambda reason: f"return {reason}") -> None:
         self.fail = fail
-        self.results = results
+        self.results = False
         self.lines: list[str] = []
         self.names: dict[str, Any] = {"isfinite": math.isfinite, "MISSING": _MISSING,
                                       "list_len": list.__len__, "list_copy": list.copy,
-                                      "dict_len": dict.__len__, "plain_dict": plain_dict}
+                                      "dict_len": dict.__len__, "dict_items": dict.items,
+                                      "unexpected": _unexpected}
         self._count = 0
+        self._reason: Callable[[str], str] = repr
         #: Whether the contract types every part a valid value can have but extra keys.
         self.closed = True
 
@@ -86,10 +109,72 @@ class _Emitter:
 
     def guard(self, indent: int, condition: str, check: str) -> None:
         self.emit(indent, f"if {condition}:")
-        self.emit(indent + 1, self.fail(check))
+        self.emit(indent + 1, self.fail(self._reason(check)))
+
+    def build(self, name: str, params: str, *, asynchronous: bool = False) -> Callable[..., Any]:
+        """The function made of the lines emitted so far."""
+        head = f"{'async ' if asynchronous else ''}def {name}({params}):"
+        source = "\n".join([head, *self.lines])
+        namespace = dict(self.names)
+        exec(compile(source, f"<agtool {name}>", "exec"), namespace)  # noqa: S102 - our own source
+        built: Callable[..., Any] = namespace[name]
+        return built
+
+    # -- arguments -----------------------------------------------------------------------------
+
+    def arg_check(self, specs: Mapping[str, Spec], var: str, indent: int) -> None:
+        """Check ``var`` against argument ``specs``, leaving its checked snapshot in ``var``."""
+        self.results = False
+        known = self.const(frozenset(specs))
+        self.emit(indent, f"if type({var}) is not dict:")
+        self.emit(indent + 1, f"if not isinstance({var}, dict):")
+        self.emit(indent + 2, self.fail(repr(NOT_OBJECT)))
+        # Counted on the caller's own storage: a flood of keys is refused unread.
+        self.emit(indent + 1, f"if dict_len({var}) > {len(specs)}:")
+        self.emit(indent + 2, self.fail(f"unexpected({var}, {known})"))
+        self.emit(indent + 1, f"{var} = dict(dict_items({var}))")
+        self.emit(indent, f"elif len({var}) > {len(specs)}:")
+        self.emit(indent + 1, self.fail(f"unexpected({var}, {known})"))
+        self.emit(indent, "else:")
+        self.emit(indent + 1, f"{var} = {var}.copy()")
+        key = self.fresh("k")
+        self.emit(indent, f"for {key} in {var}:")
+        # A key that only hashes and compares like a name is not that name:
+        # fn(**args) would refuse it, so the gate refuses it first.
+        self.emit(indent + 1, f"if type({key}) is not str or {key} not in {known}:")
+        self.emit(indent + 2, self.fail(f"unexpected({var}, {known})"))
+        for arg, spec in specs.items():
+            # A defect anywhere inside an argument is reported against the argument.
+            self._reason = lambda check, arg=arg: repr(f"{check}:{shown(arg)}")  # type: ignore[misc]
+            self.members({arg: spec}, var, indent)
+
+    # -- results -------------------------------------------------------------------------------
+
+    def result_check(self, specs: Mapping[str, Spec], var: str, exact: str, indent: int) -> None:
+        """Check a returned ``var``; ``exact`` is left true if every part of it is declared."""
+        self.results = True
+        self._reason = lambda check: repr(_RESULT_REASON[check])
+        self.emit(indent, f"{exact} = True")
+        self._exact = exact
+        self._container(var, "dict", indent)
+        self.members(specs, var, indent, top_level=True)
+        if not self.closed:
+            self.emit(indent, f"{exact} = False")
+
+    def _container(self, var: str, kind: str, indent: int) -> None:
+        """A returned container's type check: a subclass passes, but is not exact."""
+        self.emit(indent, f"if type({var}) is not {kind}:")
+        self.guard(indent + 1, f"not isinstance({var}, {kind})", "type")
+        # A subclass's storage may not be what its methods showed: copied the slow way.
+        self.emit(indent + 1, f"{self._exact} = False")
+
+    # -- shared --------------------------------------------------------------------------------
 
     def value(self, spec: Spec, var: str, indent: int, top_level: bool = False) -> None:
-        self.guard(indent, _TYPE_TESTS[spec.type].format(v=var), "type")
+        if self.results and spec.type in ("list", "dict"):
+            self._container(var, spec.type, indent)
+        else:
+            self.guard(indent, _TYPE_TESTS[spec.type].format(v=var), "type")
         if spec.type == "dict" or (spec.type == "list" and spec.item is None):
             self.closed = False
         min_len = spec.min_len
@@ -103,6 +188,7 @@ class _Emitter:
         if not self.results and spec.type in ("list", "dict"):
             # The copy is what is checked from here on and what the body receives.
             copy = "list_copy" if spec.type == "list" else "plain_dict"
+            self.names["plain_dict"] = plain_dict
             self.emit(indent, f"{var} = {copy}({var})")
         if min_len:
             if self.results:
@@ -120,35 +206,39 @@ class _Emitter:
             matches = self.const(fullmatcher(spec.pattern))
             self.guard(indent, f"{matches}({var}) is None", "pattern")
         if spec.item is not None:
-            item = self.fresh("v")
-            # Items that are containers are copied too, in place in the list's own copy.
-            copies = not self.results and (not isinstance(spec.item, Spec)
-                                           or spec.item.type in ("list", "dict"))
-            if copies:
-                index = self.fresh("i")
-                self.emit(indent, f"for {index} in range(len({var})):")
-                self.emit(indent + 1, f"{item} = {var}[{index}]")
-            else:
-                self.emit(indent, f"for {item} in {var}:")
-            if isinstance(spec.item, Spec):
-                self.value(spec.item, item, indent + 1)
-            else:
-                self.fields(spec.item, item, indent + 1)
-            if copies:
-                self.emit(indent + 1, f"{var}[{index}] = {item}")
+            self._items(spec.item, var, indent)
+
+    def _items(self, inner: Spec | Mapping[str, Spec], var: str, indent: int) -> None:
+        item = self.fresh("v")
+        # Items that are containers are copied too, in place in the list's own copy.
+        copies = not self.results and (not isinstance(inner, Spec)
+                                       or inner.type in ("list", "dict"))
+        if copies:
+            index = self.fresh("i")
+            self.emit(indent, f"for {index} in range(len({var})):")
+            self.emit(indent + 1, f"{item} = {var}[{index}]")
+        else:
+            self.emit(indent, f"for {item} in {var}:")
+        if isinstance(inner, Spec):
+            self.value(inner, item, indent + 1)
+        else:
+            self.fields(inner, item, indent + 1)
+        if copies:
+            self.emit(indent + 1, f"{var}[{index}] = {item}")
 
     def fields(self, specs: Mapping[str, Spec], var: str, indent: int) -> None:
-        self.guard(indent, f"not isinstance({var}, dict)", "type")
-        if not self.results:
+        if self.results:
+            self._container(var, "dict", indent)
+        else:
+            self.guard(indent, f"not isinstance({var}, dict)", "type")
             self.guard(indent, f"dict_len({var}) > {len(specs)}", "unexpected")
+            self.names["plain_dict"] = plain_dict
             self.emit(indent, f"{var} = plain_dict({var})")
             key = self.fresh("k")
             self.emit(indent, f"for {key} in {var}:")
-            # A key that only hashes and compares like a name is not that name.
-            self.guard(indent + 1, f"type({key}) is not str", "type")
             # Arguments are closed: an unnamed key is a typo or a hallucination.
-            self.guard(indent, f"not {self.const(frozenset(specs))}.issuperset({var})",
-                       "unexpected")
+            self.guard(indent + 1, f"type({key}) is not str or {key} not in "
+                                   f"{self.const(frozenset(specs))}", "unexpected")
         self.members(specs, var, indent)
 
     def members(self, specs: Mapping[str, Spec], var: str, indent: int,
@@ -156,7 +246,8 @@ class _Emitter:
         optional: list[str] = []
         for key, spec in specs.items():
             field = self.fresh("v")
-            self.emit(indent, f"{field} = {var}.get({key!r}, MISSING)")
+            if not spec.required or spec.echo:
+                self.emit(indent, f"{field} = {var}.get({key!r}, MISSING)")
             if spec.echo:
                 # Present, well-typed, and the very value the caller was given:
                 # a missing value on either side is a miss, never a match.
@@ -164,7 +255,7 @@ class _Emitter:
                 self.value(spec, field, indent)
                 self.guard(indent, f"echo is None or echo.get({key!r}) != {field}", "echo")
             elif spec.required:
-                self.guard(indent, f"{field} is MISSING", "missing")
+                self.required(var, key, field, indent)
                 self.value(spec, field, indent, top_level)
                 self.store(spec, var, key, field, indent)
             else:
@@ -178,35 +269,24 @@ class _Emitter:
             declared = [str(len(specs) - len(optional))]
             declared += [f"({field} is not MISSING)" for field in optional]
             self.emit(indent, f"if len({var}) != {' + '.join(declared)}:")
-            self.emit(indent + 1, "exact = False")
+            self.emit(indent + 1, f"{self._exact} = False")
 
+    def required(self, var: str, key: str, field: str, indent: int) -> None:
+        """Read a required key; a missing one fails the check."""
+        if self.results:
+            # A missing key raises here, and whatever raises in a result check is a bad shape.
+            self.emit(indent, f"{field} = {var}[{key!r}]")
+            return
+        # Arguments are read from the snapshot, a plain dict: only a missing key raises.
+        self.emit(indent, "try:")
+        self.emit(indent + 1, f"{field} = {var}[{key!r}]")
+        self.emit(indent, "except KeyError:")
+        self.emit(indent + 1, self.fail(self._reason("missing")))
 
     def store(self, spec: Spec, var: str, key: str, field: str, indent: int) -> None:
         """Put a container's checked copy where the caller's object was."""
         if not self.results and spec.type in ("list", "dict"):
             self.emit(indent, f"{var}[{key!r}] = {field}")
-
-
-def plain_dict(value: dict[Any, Any]) -> dict[Any, Any]:
-    """A plain copy of a dict, read from its own storage, whatever its class says."""
-    return value.copy() if type(value) is dict else dict(dict.items(value))
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-_MISSING = _Missing()
-
-
-def _build(emitter: _Emitter, name: str, header: list[str], tail: str = "''") -> Check:
-    source = "\n".join([f"def {name}(value, echo=None):", *header, *emitter.lines,
-                        f"    return {tail}"])
-    namespace = dict(emitter.names)
-    exec(compile(source, f"<agtool {name}>", "exec"), namespace)  # noqa: S102 - our own source
-    check: Check = namespace[name]
-    return check
 
 
 def compile_arg_check(specs: Mapping[str, Spec]) -> Check:
@@ -218,28 +298,11 @@ def compile_arg_check(specs: Mapping[str, Spec]) -> Check:
     each echo argument to the value the model was given; an echo argument that
     is missing, or differs from it, is refused as ``echo:<arg>``.
     """
-    emitter = _Emitter(lambda check: "", results=False)
-    for arg, spec in specs.items():
-        # A defect anywhere inside an argument is reported against the argument.
-        emitter.fail = lambda check, arg=arg: f"return {f'{check}:{shown(arg)}'!r}"  # type: ignore[misc]
-        emitter.members({arg: spec}, "value", 1)
-    emitter.names.update(KNOWN=frozenset(specs), unexpected=_unexpected)
-    header = [
-        "    if not isinstance(value, dict):",
-        f"        return {NOT_OBJECT!r}",
-        # Counted on the caller's own storage: a flood of keys is refused unread.
-        f"    if dict_len(value) > {len(specs)}:",
-        "        return unexpected(value, KNOWN)",
-        "    value = plain_dict(value)",
-        # A key that only hashes and compares like a name is not that name:
-        # fn(**args) would refuse it, so the gate refuses it first.
-        "    for key in value:",
-        "        if type(key) is not str:",
-        f"            return {NOT_OBJECT!r}",
-        "    if not KNOWN.issuperset(value):",
-        "        return unexpected(value, KNOWN)",
-    ]
-    return _build(emitter, "check_args", header, "value")
+    emitter = Emitter()
+    emitter.arg_check(specs, "value", 1)
+    emitter.emit(1, "return value")
+    check: Check = emitter.build("check_args", "value, echo=None")
+    return check
 
 
 def _unexpected(args: dict[object, object], known: frozenset[str]) -> str:
@@ -257,10 +320,58 @@ def compile_result_check(specs: Mapping[str, Spec]) -> Check:
 
     ``UNDECLARED`` is a valid value with parts its contract does not declare.
     """
-    emitter = _Emitter(lambda check: f"return {_RESULT_REASON[check]!r}", results=True)
-    emitter.members(specs, "value", 1, top_level=True)
-    header = ["    if not isinstance(value, dict):", f"        return {SHAPE!r}",
-              "    exact = True"]
-    if not emitter.closed:
-        return _build(emitter, "check_result", header, repr(UNDECLARED))
-    return _build(emitter, "check_result", header, f"'' if exact else {UNDECLARED!r}")
+    emitter = Emitter()
+    emitter.emit(1, "try:")
+    emitter.result_check(specs, "value", "exact", 2)
+    emitter.emit(1, "except Exception:  # a value whose own methods raise has no shape to trust")
+    emitter.emit(2, f"return {SHAPE!r}")
+    emitter.emit(1, f"return '' if exact else {UNDECLARED!r}")
+    check: Check = emitter.build("check_result", "value")
+    return check
+
+
+def compile_copy(specs: Mapping[str, Spec]) -> Callable[[Any], Any] | None:
+    """``copy(value)``: a fresh copy of every container in a value the result check
+    found exact (plain ``dict`` and ``list`` all through, every key declared), or
+    ``None`` for a contract with untyped parts. Scalars are immutable: shared.
+    """
+    if not all(is_closed(spec) for spec in specs.values()):
+        return None
+    emitter = Emitter()
+    emitter.emit(1, "value = value.copy()")
+    _copy_fields(emitter, specs, "value", 1)
+    emitter.emit(1, "return value")
+    copy: Callable[[Any], Any] = emitter.build("copy_result", "value")
+    return copy
+
+
+def _copy_fields(emitter: Emitter, specs: Mapping[str, Spec], var: str, indent: int) -> None:
+    for key, spec in specs.items():
+        if spec.type != "list":
+            continue
+        field = emitter.fresh("v")
+        if spec.required:
+            emitter.emit(indent, f"{field} = {var}[{key!r}]")
+            _copy_list(emitter, spec, field, indent)
+            emitter.emit(indent, f"{var}[{key!r}] = {field}")
+        else:
+            emitter.emit(indent, f"{field} = {var}.get({key!r}, MISSING)")
+            emitter.emit(indent, f"if {field} is not MISSING:")
+            _copy_list(emitter, spec, field, indent + 1)
+            emitter.emit(indent + 1, f"{var}[{key!r}] = {field}")
+
+
+def _copy_list(emitter: Emitter, spec: Spec, var: str, indent: int) -> None:
+    emitter.emit(indent, f"{var} = {var}.copy()")
+    item = spec.item
+    if isinstance(item, Spec) and item.type != "list":
+        return
+    index, element = emitter.fresh("i"), emitter.fresh("v")
+    emitter.emit(indent, f"for {index} in range(len({var})):")
+    emitter.emit(indent + 1, f"{element} = {var}[{index}]")
+    if isinstance(item, Spec):
+        _copy_list(emitter, item, element, indent + 1)
+    else:
+        emitter.emit(indent + 1, f"{element} = {element}.copy()")
+        _copy_fields(emitter, item, element, indent + 1)  # type: ignore[arg-type]
+    emitter.emit(indent + 1, f"{var}[{index}] = {element}")

@@ -44,6 +44,7 @@ __all__ = [
     "Spec",
     "ToolContract",
     "check_table",
+    "is_closed",
     "parse_entry",
 ]
 
@@ -400,3 +401,18 @@ def scalar_problem(spec: Spec, value: Any) -> str:
     if spec.pattern is not None and fullmatcher(spec.pattern)(value) is None:
         return "pattern"
     return ""
+
+
+def is_closed(spec: Spec) -> bool:
+    """Whether the contract types every part of a valid value (what orjson writes exactly)."""
+    if spec.type == "dict":
+        return False  # a dict spec names no keys: its values are anything
+    if spec.type != "list":
+        return True  # a checked scalar, even a float: orjson writes 1 and 1.0 apart
+    item = spec.item
+    if item is None:
+        return False
+    if isinstance(item, Spec):
+        return is_closed(item)
+    # Items with named keys may carry unnamed ones only if the args check let them: it does not.
+    return all(is_closed(inner) for inner in item.values())

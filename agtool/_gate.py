@@ -7,40 +7,31 @@ answer and record. It always answers ``{"ok", "value", "error"}`` and never
 raises: a failure is a value whose ``error`` is a reason from ``_reasons``.
 ``call_for_model`` answers the same call in the form a model is handed;
 ``acall_tool`` and ``acall_for_model`` are the async twins, through the same
-steps.
+steps. What a gate answers without making a call (contracts, keys, checks,
+approvals, counters) it inherits from ``Queries`` (``_queries``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from itertools import count
 from typing import Any
 
 from ._answers import error_code, model_answer
-from ._authority import Approval
-from ._compile import UNDECLARED, plain_dict
-from ._contract import RISKS, ToolContract, check_table
+from ._authority import Approval, gate_scope
+from ._contract import check_table
 from ._lookup import Registry
-from ._memo import DEFAULT_MEMO_SIZE, DEFAULT_MEMO_TTL, Memo, cache_key
-from ._outcome import HIT, REPLAY, Envelope, Outcome, failure
-from ._records import (
-    CallRecord,
-    RecordSink,
-    args_digest,
-    digest,
-    records_log,
-    shown_tool,
-)
-from ._stats import ToolStats
-from ._steps import Held, Ready, Runtime, Tool, arun, prepare, reclaim, run_sync
+from ._memo import DEFAULT_MEMO_SIZE, DEFAULT_MEMO_TTL, Memo
+from ._outcome import Envelope, Outcome
+from ._queries import Queries
+from ._records import RecordSink, record_call, records_log, shown_tool
+from ._steps import Runtime, Tool, call_async, call_sync
 from ._store import SqliteStore, WriteStore
-from ._writes import write_key
 
 __all__ = ["DEFAULT_SCOPE", "Gate"]
 
@@ -49,11 +40,9 @@ _INFO = logging.INFO
 #: The scope of a caller that was given none: public reads only. Every other
 #: risk level must be granted in code, by whoever knows who the caller is.
 DEFAULT_SCOPE: frozenset[str] = frozenset({"read_public"})
-#: How often a caller waiting on a write running elsewhere looks again.
-_POLL_SECONDS = 0.01
 
 
-class Gate:
+class Gate(Queries):
     """A call gate over one contract table, with its own memo, counters and write store.
 
     The table is validated here (``ContractError`` names the tool, the field and
@@ -81,14 +70,9 @@ class Gate:
                  memo_size: int = DEFAULT_MEMO_SIZE, memo_ttl: float = DEFAULT_MEMO_TTL,
                  clock: Callable[[], float] = time.monotonic) -> None:
         contracts = check_table(table)
-        if isinstance(scope, (str, Mapping)) or not all(isinstance(s, str) for s in scope):
-            raise ValueError(f"scope must be a collection of risk level names, got {scope!r}")
-        unknown = sorted(set(scope) - set(RISKS))
-        if unknown:
-            raise ValueError(f"scope names unknown risk levels {unknown}; expected {list(RISKS)}")
+        self._scope = gate_scope(scope)
         if type(memo_ttl) not in (int, float) or not memo_ttl >= 0:
             raise ValueError(f"memo_ttl must be a non-negative number, got {memo_ttl!r}")
-        self._scope = frozenset(scope)
         self._store = SqliteStore(store) if isinstance(store, (str, os.PathLike)) else store
         self._store_lock = threading.Lock()
         self.records = records
@@ -97,16 +81,6 @@ class Gate:
         self._tools = Registry(table, contracts, self._scope, self._runtime)
         self._ids = count(1)
         self._id_prefix = "req_" + secrets.token_hex(4) + "_"
-
-    @property
-    def table(self) -> Mapping[str, Mapping[str, Any]]:
-        """The contract table, as given: the gate follows changes made to it."""
-        return self._tools.table
-
-    @property
-    def scope(self) -> frozenset[str]:
-        """The risk levels a call may use when it names none."""
-        return self._scope
 
     @property
     def pending_wait(self) -> float:
@@ -123,84 +97,6 @@ class Gate:
             if self._store is None:
                 self._store = SqliteStore()
             return self._store
-
-    # -- reading the contract ------------------------------------------------------------------
-
-    def contract(self, name: str) -> ToolContract | None:
-        """The validated contract of ``name``, or ``None`` if the table has no valid entry."""
-        tool = self._tools.lookup(name)
-        return None if isinstance(tool, str) else tool.contract
-
-    def cache_key(self, name: str, args: object, run_id: str | None = None,
-                  echo: Mapping[str, object] | None = None) -> Hashable | None:
-        """The memo key of a call in run ``run_id``; ``None`` when it cannot be remembered exactly.
-
-        The contract's hash is part of it, so a changed contract never answers
-        from what the old one remembered. ``echo`` as in ``validate_args``: args
-        that do not pass are keyed apart from every call that does.
-        """
-        tool = self._tools.lookup(name)
-        if isinstance(tool, str):
-            return cache_key(name, args, "", run_id)
-        snapshot = tool.snapshot(args, echo)
-        if isinstance(snapshot, str):  # never remembered: keyed as any value would be
-            return cache_key(name, args, tool.hash, run_id)
-        try:
-            return tool.key_of(snapshot, run_id)
-        except Exception:
-            return None
-
-    def validate_args(self, name: object, args: object,
-                      echo: Mapping[str, object] | None = None) -> str:
-        """``""`` if ``fn(**args)`` may run, otherwise one reason naming a real defect.
-
-        ``echo`` holds the values the model was given for the contract's echo
-        arguments (a request id); each must come back verbatim.
-        """
-        tool = self._tools.lookup(name)
-        if isinstance(tool, str):
-            return tool
-        snapshot = tool.snapshot(args, echo)
-        return snapshot if type(snapshot) is str else ""
-
-    def validate_result(self, name: object, value: object) -> str:
-        """``""`` if ``value`` keeps the return contract, else shape, empty, too_big or range.
-
-        A name with no valid entry gives ``unknown_tool`` or ``bad_contract``.
-        """
-        tool = self._tools.lookup(name)
-        if isinstance(tool, str):
-            return tool
-        reason = tool.result_reason(value)
-        return "" if reason == UNDECLARED else reason
-
-    def approve(self, name: str, args: Mapping[str, Any], by: str = "", *, run_id: str = "",
-                step_id: str = "") -> Approval:
-        """An approval of calling ``name`` with exactly ``args`` (as shown to the approver).
-
-        ``run_id`` and ``step_id`` narrow it to that step; by default any step
-        with the same arguments is covered.
-        """
-        # Digested as the gate digests a call: from the dict's own storage, as a plain copy.
-        plain = plain_dict(args) if isinstance(args, dict) else args
-        return Approval(name, digest(plain), by, run_id, step_id)
-
-    def idempotency_key(self, name: str, args: object, run_id: str, step_id: str) -> str | None:
-        """The key a write is stored under: run id, step id, tool and its business key.
-
-        The business key is a digest of the contract's ``key_args`` (all args if
-        it names none), so a sensitive order id never appears in the store's keys.
-        ``None`` for a tool that is not a valid write or for args that do not pass.
-        """
-        tool = self._tools.lookup(name)
-        if isinstance(tool, str) or not tool.writes:
-            return None
-        if not isinstance(args, dict):
-            return None
-        # The key is a digest of values: a plain copy digests as the checked snapshot does.
-        snapshot = plain_dict(args)
-        return write_key(name, tool.contract.key_args, snapshot,
-                         digest(snapshot), run_id, step_id)
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -224,14 +120,17 @@ class Gate:
         raised by the body propagate.
         """
         found = self._tools.lookup(name)
-        if self.records is None and not records_log.isEnabledFor(_INFO):
-            if isinstance(found, str):
-                return failure("args:" + found)
+        if scope is None and not dry_run and self.records is None and not isinstance(found, str):
             fast = found.fast
-            if fast is not None and scope is None and not dry_run and found.in_gate_scope:
-                return fast(args, echo, run_id)
-        return self._recorded(name, found, args, echo, scope, run_id, step_id, approvals,
-                              dry_run)[2].envelope
+            # Nobody records this call: a plain read in scope is its compiled steps alone.
+            if fast is not None and not records_log.isEnabledFor(_INFO):
+                envelope: Envelope = fast(args, echo, run_id)
+                return envelope
+        request_id, started = self._start()
+        outcome = call_sync(self._runtime, found, args, echo, scope, run_id, step_id, approvals,
+                            dry_run)
+        self._record(request_id, name, found, outcome, started)
+        return outcome.envelope
 
     async def acall_tool(
         self, name: object, args: object, echo: Mapping[str, object] | None = None, *,
@@ -244,8 +143,17 @@ class Gate:
         contract has one; a sync body runs in a worker thread, so the event
         loop is never blocked. ``asyncio.CancelledError`` propagates.
         """
-        return (await self._arecorded(name, self._tools.lookup(name), args, echo, scope, run_id,
-                                      step_id, approvals, dry_run))[2].envelope
+        found = self._tools.lookup(name)
+        if scope is None and not dry_run and self.records is None and not isinstance(found, str):
+            fast = found.afast
+            if fast is not None and not records_log.isEnabledFor(_INFO):
+                envelope: Envelope = await fast(args, echo, run_id)
+                return envelope
+        request_id, started = self._start()
+        outcome = await call_async(self._runtime, found, args, echo, scope, run_id, step_id,
+                                   approvals, dry_run)
+        self._record(request_id, name, found, outcome, started)
+        return outcome.envelope
 
     def call_for_model(
         self, name: object, args: object, echo: Mapping[str, object] | None = None, *,
@@ -261,9 +169,14 @@ class Gate:
         instructions). Failure: ``{"ok": False, "error": {"code", "retryable",
         "message", "details"}, "request_id"}`` (see ``model_error``).
         """
-        request_id, tool, outcome = self._recorded(name, self._tools.lookup(name), args, echo,
-                                                   scope, run_id, step_id, approvals, dry_run)
-        return model_answer(outcome, None if tool is None else tool.contract, args, request_id)
+        found = self._tools.lookup(name)
+        request_id, started = self._start()
+        outcome = call_sync(self._runtime, found, args, echo, scope, run_id, step_id, approvals,
+                            dry_run)
+        self._record(request_id, name, found, outcome, started)
+        if isinstance(found, str):
+            return model_answer(outcome, None, args, request_id)
+        return model_answer(outcome, found.contract, args, request_id, found.redacts)
 
     async def acall_for_model(
         self, name: object, args: object, echo: Mapping[str, object] | None = None, *,
@@ -271,17 +184,16 @@ class Gate:
         step_id: str | None = None, approvals: Iterable[Approval] = (), dry_run: bool = False,
     ) -> dict[str, Any]:
         """``call_for_model`` for async callers, as ``acall_tool`` is to ``call_tool``."""
-        request_id, tool, outcome = await self._arecorded(
-            name, self._tools.lookup(name), args, echo, scope, run_id, step_id, approvals,
-            dry_run)
-        return model_answer(outcome, None if tool is None else tool.contract, args, request_id)
+        found = self._tools.lookup(name)
+        request_id, started = self._start()
+        outcome = await call_async(self._runtime, found, args, echo, scope, run_id, step_id,
+                                   approvals, dry_run)
+        self._record(request_id, name, found, outcome, started)
+        if isinstance(found, str):
+            return model_answer(outcome, None, args, request_id)
+        return model_answer(outcome, found.contract, args, request_id, found.redacts)
 
     # -- counters and memory -------------------------------------------------------------------
-
-    def stats(self, name: str) -> ToolStats:
-        """A snapshot of ``name``'s counters (all zero for a tool never called)."""
-        counts = self._tools.counts.get(name)
-        return ToolStats() if counts is None else counts.snapshot()
 
     def reset_stats(self) -> None:
         """Set every counter back to zero."""
@@ -299,70 +211,20 @@ class Gate:
 
     # -- one call, recorded --------------------------------------------------------------------
 
-    def _recorded(self, name: object, found: Tool | str, args: object, echo: object,
-                  scope: Collection[str] | None, run_id: object, step_id: object,
-                  approvals: Iterable[Approval], dry_run: bool
-                  ) -> tuple[str, Tool | None, Outcome]:
-        request_id, started = self._start()
-        step = self._begin(found, args, echo, scope, run_id, step_id, approvals, dry_run)
-        while isinstance(step, Held):
-            time.sleep(_POLL_SECONDS)
-            step = reclaim(self._runtime, step)
-        outcome = run_sync(self._runtime, step) if isinstance(step, Ready) else step
-        return self._finish(request_id, name, found, outcome, started)
-
-    async def _arecorded(self, name: object, found: Tool | str, args: object, echo: object,
-                         scope: Collection[str] | None, run_id: object, step_id: object,
-                         approvals: Iterable[Approval], dry_run: bool
-                         ) -> tuple[str, Tool | None, Outcome]:
-        request_id, started = self._start()
-        step = self._begin(found, args, echo, scope, run_id, step_id, approvals, dry_run)
-        while isinstance(step, Held):
-            await asyncio.sleep(_POLL_SECONDS)
-            step = reclaim(self._runtime, step)
-        outcome = await arun(self._runtime, step) if isinstance(step, Ready) else step
-        return self._finish(request_id, name, found, outcome, started)
-
     def _start(self) -> tuple[str, float]:
         return f"{self._id_prefix}{next(self._ids)}", time.perf_counter()
 
-    def _begin(self, found: Tool | str, args: object, echo: object,
-               scope: Collection[str] | None, run_id: object, step_id: object,
-               approvals: Iterable[Approval], dry_run: bool) -> Outcome | Held | Ready:
-        if isinstance(found, str):
-            return Outcome(failure("args:" + found))
-        return prepare(self._runtime, found, args, echo, scope, run_id, step_id, approvals,
-                       dry_run)
-
-    def _finish(self, request_id: str, name: object, found: Tool | str, outcome: Outcome,
-                started: float) -> tuple[str, Tool | None, Outcome]:
-        tool = None if isinstance(found, str) else found
-        self._record(request_id, name, tool, outcome, started)
-        return request_id, tool, outcome
-
-    def _record(self, request_id: str, name: object, tool: Tool | None, outcome: Outcome,
+    def _record(self, request_id: str, name: object, found: Tool | str, outcome: Outcome,
                 started: float) -> None:
         """One ``CallRecord`` per call, when anyone listens; a broken sink breaks nothing."""
         if self.records is None and not records_log.isEnabledFor(_INFO):
             return
+        latency_ms = (time.perf_counter() - started) * 1000
+        tool = None if isinstance(found, str) else found
         try:
-            self._emit(request_id, name, tool, outcome, (time.perf_counter() - started) * 1000)
+            record_call(self.records, request_id, name, "" if tool is None else tool.hash,
+                        tool.contract if tool is not None and tool.redacts_args else None,
+                        error_code(outcome.envelope["error"]), outcome, latency_ms)
         except Exception:
             _log.exception("call record of %s not written", shown_tool(name))
 
-    def _emit(self, request_id: str, name: object, tool: Tool | None, outcome: Outcome,
-              latency_ms: float) -> None:
-        envelope = outcome.envelope
-        reason = envelope["error"]
-        # Only checked args are digested: a refusal costs nothing in the size of what it refused.
-        digested = "" if outcome.args is None else args_digest(
-            None if tool is None else tool.contract, outcome.args)
-        record = CallRecord(
-            request_id=request_id, tool=shown_tool(name), ok=envelope["ok"],
-            code=error_code(reason), reason=reason, latency_ms=round(latency_ms, 3),
-            memo_hit=outcome.how == HIT, replayed=outcome.how == REPLAY,
-            args_digest=digested, contract_hash="" if tool is None else tool.hash)
-        records_log.info("%s %s %s", record.request_id, record.tool, reason or "ok",
-                         extra={"agtool_record": record.as_dict()})
-        if self.records is not None:
-            self.records(record)

@@ -43,6 +43,20 @@ class Registry:
 
     def lookup(self, name: object) -> Tool | str:
         """The compiled tool called ``name``, or ``unknown_tool`` / ``bad_contract``."""
+        tool = self._tools.get(name) if type(name) is str else None
+        if tool is not None:
+            # Identity, not equality: cheap enough for every call, and swapping an
+            # entry, its fn, its args or its returns takes effect on the next call.
+            try:
+                entry = self.table.get(tool.name)
+                if (entry is tool.entry and entry["fn"] is tool.fn
+                        and entry["args"] is tool.args and entry["returns"] is tool.returns):
+                    return tool
+            except Exception:  # noqa: S110 - the table or its entry changed under us: look again
+                pass
+        return self._look_again(name)
+
+    def _look_again(self, name: object) -> Tool | str:
         if type(name) is not str:
             return UNKNOWN_TOOL
         try:
@@ -51,9 +65,6 @@ class Registry:
             return UNKNOWN_TOOL
         if entry is None:
             return UNKNOWN_TOOL
-        tool = self._tools.get(name)
-        if tool is not None and _is_current(tool, entry):
-            return tool
         return self._recompile(name, entry)
 
     def _recompile(self, name: str, entry: Any) -> Tool | str:
@@ -79,12 +90,3 @@ class Registry:
         check_table(self.table)
         self._tools.clear()
 
-
-def _is_current(tool: Tool, entry: Any) -> bool:
-    # Identity, not equality: cheap enough for every call, and swapping an
-    # entry, its fn, its args or its returns takes effect on the next call.
-    try:
-        return (entry is tool.entry and entry["fn"] is tool.fn
-                and entry["args"] is tool.args and entry["returns"] is tool.returns)
-    except Exception:  # the entry was replaced by something that is not a dict
-        return False

@@ -25,11 +25,11 @@ from typing import Any
 
 import orjson
 
-from ._contract import Spec
+from ._contract import Spec, is_closed
 from ._stats import Counts
 
-__all__ = ["DEFAULT_MEMO_SIZE", "DEFAULT_MEMO_TTL", "MAX_DEPTH", "MISS", "Memo", "cache_key",
-           "compile_key", "freeze", "thaw"]
+__all__ = ["DEFAULT_MEMO_SIZE", "DEFAULT_MEMO_TTL", "MAX_DEPTH", "MISS", "Frozen", "Memo",
+           "cache_key", "compile_key", "freeze", "key_source", "thaw"]
 
 #: How many values a gate remembers unless told otherwise: enough for the
 #: repeats of one agent run and then some, small enough to live in a service.
@@ -116,30 +116,29 @@ def _typed(value: object, depth: int) -> Hashable | None:
     return None
 
 
-class _Copied:
-    """A remembered value orjson could not round-trip: kept and handed out as deep copies."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: object) -> None:
-        self.value = value
+#: A remembered value: what is kept, and the function that hands out a fresh copy of it.
+Frozen = tuple[Any, Callable[[Any], Any]]
 
 
-def freeze(value: object, verify: bool = True) -> bytes | _Copied | None:
+def freeze(value: object, verify: bool = True,
+           copy_exact: Callable[[Any], Any] | None = None) -> Frozen | None:
     """A private copy of ``value`` to keep in the memo, or ``None`` if it cannot be copied.
 
     ``verify=False`` is for a value whose every part its contract typed
-    exactly, so orjson writes it without loss; any other value is walked
-    first, since orjson writes NaN as null, tuples as arrays and enums as
-    their values without complaint.
+    exactly: ``copy_exact``, the copier compiled from that contract, keeps and
+    hands out copies of it, or else orjson writes it without loss. Any other
+    value is walked first, since orjson writes NaN as null, tuples as arrays
+    and enums as their values without complaint.
     """
+    if not verify and copy_exact is not None:
+        return copy_exact(value), copy_exact
     if not verify or _is_plain_json(value, 0):
         try:
-            return orjson.dumps(value, option=_EXACT)
+            return orjson.dumps(value, option=_EXACT), orjson.loads
         except orjson.JSONEncodeError:
             pass  # a huge int or a lone surrogate: copy it instead
     try:
-        return _Copied(copy.deepcopy(value))
+        return copy.deepcopy(value), copy.deepcopy
     except Exception:
         return None  # a value that cannot be copied is not remembered
 
@@ -161,11 +160,9 @@ def _is_plain_json(value: object, depth: int) -> bool:
     return False
 
 
-def thaw(frozen: bytes | _Copied) -> Any:
+def thaw(frozen: Frozen) -> Any:
     """A fresh copy of a remembered value: what the caller does to it stays with the caller."""
-    if type(frozen) is bytes:
-        return orjson.loads(frozen)
-    return copy.deepcopy(frozen.value)  # type: ignore[union-attr]
+    return frozen[1](frozen[0])
 
 
 # -- keys compiled from a contract ------------------------------------------------------------
@@ -200,6 +197,35 @@ def _open_part(value: object) -> object:
     return _NO_KEY if walked is None else walked
 
 
+def key_source(name: str, version: str,
+               specs: Mapping[str, Spec]) -> tuple[str, bool, dict[str, Any]]:
+    """The memo key of checked args as Python source: ``(expression, spoilable, names)``.
+
+    ``expression`` reads ``snapshot`` and ``run_id``; ``spoilable`` says the
+    key may hold ``KEY_NONE`` (a part that cannot be keyed: then there is no
+    key); ``names`` are the constants it refers to.
+    """
+    parts = []
+    containers = False
+    for number, (arg, spec) in enumerate(specs.items()):
+        read = f"snapshot[{arg!r}]" if spec.required else f"snapshot.get({arg!r}, KEY_ABSENT)"
+        if spec.type in ("list", "dict"):
+            containers = True
+            part = "key_exact" if is_closed(spec) else "key_open"
+            # An absent optional container is keyed as absent, not as a value.
+            read = (f"{part}({read})" if spec.required else
+                    f"(KEY_ABSENT if (key{number} := {read}) is KEY_ABSENT "
+                    f"else {part}(key{number}))")
+        elif spec.type == "float":
+            read = f"key_float({read})"
+        parts.append(read)
+    expression = f"(KEY_NAME, KEY_VERSION, run_id{''.join(', ' + part for part in parts)})"
+    names: dict[str, Any] = {
+        "KEY_NAME": name, "KEY_VERSION": version, "KEY_ABSENT": MISS, "KEY_NONE": _NO_KEY,
+        "key_float": _float_part, "key_exact": _exact_part, "key_open": _open_part}
+    return expression, containers, names
+
+
 def compile_key(name: str, version: str,
                 specs: Mapping[str, Spec]) -> Callable[[dict[str, Any], object], Hashable | None]:
     """``key_of(snapshot, run_id)``: the memo key of args that passed ``specs``' check.
@@ -207,44 +233,13 @@ def compile_key(name: str, version: str,
     Only for checked snapshots, whose scalars have their exact declared types;
     ``None`` when some part cannot be keyed exactly (the call is not remembered).
     """
-    parts = []
-    containers = False
-    for number, (arg, spec) in enumerate(specs.items()):
-        read = f"snapshot[{arg!r}]" if spec.required else f"snapshot.get({arg!r}, MISSING)"
-        if spec.type in ("list", "dict"):
-            containers = True
-            part = "exact_part" if _is_closed(spec) else "open_part"
-            # An absent optional container is keyed as absent, not as a value.
-            read = (f"{part}({read})" if spec.required else
-                    f"(MISSING if (v{number} := {read}) is MISSING else {part}(v{number}))")
-        elif spec.type == "float":
-            read = f"float_part({read})"
-        parts.append(read)
-    body = f"(NAME, VERSION, run_id, {', '.join(parts)})" if parts else "(NAME, VERSION, run_id)"
-    lines = ["def key_of(snapshot, run_id):", f"    key = {body}"]
-    # A part that cannot be keyed spoils the whole key; scalars never do.
-    lines.append("    return None if NO_KEY in key else key" if containers else "    return key")
-    namespace: dict[str, Any] = {
-        "NAME": name, "VERSION": version, "MISSING": MISS, "NO_KEY": _NO_KEY,
-        "float_part": _float_part, "exact_part": _exact_part, "open_part": _open_part}
-    exec(compile("\n".join(lines), "<agtool key>", "exec"), namespace)  # noqa: S102 - our own source
-    key_of: Callable[[dict[str, Any], object], Hashable | None] = namespace["key_of"]
+    expression, spoilable, names = key_source(name, version, specs)
+    lines = ["def key_of(snapshot, run_id):", f"    key = {expression}",
+             # A part that cannot be keyed spoils the whole key; scalars never do.
+             "    return None if KEY_NONE in key else key" if spoilable else "    return key"]
+    exec(compile("\n".join(lines), "<agtool key>", "exec"), names)  # noqa: S102 - our own source
+    key_of: Callable[[dict[str, Any], object], Hashable | None] = names["key_of"]
     return key_of
-
-
-def _is_closed(spec: Spec) -> bool:
-    """Whether the contract types every part of a valid value (what orjson writes exactly)."""
-    if spec.type == "dict":
-        return False  # a dict spec names no keys: its values are anything
-    if spec.type != "list":
-        return True  # a checked scalar, even a float: orjson writes 1 and 1.0 apart
-    item = spec.item
-    if item is None:
-        return False
-    if isinstance(item, Spec):
-        return _is_closed(item)
-    # Items with named keys may carry unnamed ones only if the args check let them: it does not.
-    return all(_is_closed(inner) for inner in item.values())
 
 
 # -- the memo --------------------------------------------------------------------------------
@@ -260,7 +255,8 @@ class Memo:
 
     ``len(memo)`` is the number of values remembered (expired ones are dropped
     first), ``key in memo`` whether a fresh value is held, ``memo[key]`` a
-    fresh copy of it.
+    fresh copy of it. ``clock`` is fixed when the memo is made: the gate's
+    compiled reads hold it.
     """
 
     def __init__(self, size: int = DEFAULT_MEMO_SIZE, *,
@@ -269,29 +265,31 @@ class Memo:
             raise ValueError(f"memo size must be a non-negative int, got {size!r}")
         self.size = size
         self.clock = clock
-        self._entries: OrderedDict[Hashable, tuple[bytes | _Copied, float, Counts]] = \
+        #: ``key -> (frozen, expires at, owner's Counts)``, least recently used first. Read
+        #: directly by the compiled reads (``_fastpath``), which is why it is not private.
+        self.entries: OrderedDict[Hashable, tuple[Frozen, float, Counts]] = \
             OrderedDict()
         self._walk = threading.Lock()
 
     def get(self, key: Hashable) -> Any:
         """The frozen value held for ``key`` (see ``thaw``), or ``MISS``."""
-        entry = self._entries.get(key)
+        entry = self.entries.get(key)
         if entry is None:
             return MISS
         if entry[1] <= self.clock():
             self._expire(key, entry)
             return MISS
         try:  # noqa: SIM105 - contextlib.suppress costs a frame on every hit
-            self._entries.move_to_end(key)
+            self.entries.move_to_end(key)
         except KeyError:  # dropped by another thread since: still the value it held
             pass
         return entry[0]
 
-    def put(self, key: Hashable, frozen: bytes | _Copied, ttl: float, counts: Counts) -> None:
+    def put(self, key: Hashable, frozen: Frozen, ttl: float, counts: Counts) -> None:
         """Hold ``frozen`` for ``ttl`` seconds, evicting the least recently used past ``size``."""
         if ttl <= 0 or self.size == 0:
             return
-        entries = self._entries
+        entries = self.entries
         entries[key] = (frozen, self.clock() + ttl, counts)
         entries.move_to_end(key)
         while len(entries) > self.size:
@@ -301,11 +299,11 @@ class Memo:
                 break
             owner.evicted += 1
 
-    def _expire(self, key: Hashable, entry: tuple[bytes | _Copied, float, Counts]) -> None:
+    def _expire(self, key: Hashable, entry: tuple[Frozen, float, Counts]) -> None:
         # Only the entry that was seen: a fresh one put meanwhile by another thread stays.
-        if self._entries.get(key) is entry:
+        if self.entries.get(key) is entry:
             try:
-                del self._entries[key]
+                del self.entries[key]
             except KeyError:
                 return
             entry[2].expired += 1
@@ -315,7 +313,7 @@ class Memo:
         with self._walk:
             now = self.clock()
             fresh = []
-            for key, entry in list(self._entries.items()):
+            for key, entry in list(self.entries.items()):
                 if entry[1] <= now:
                     self._expire(key, entry)
                 else:
@@ -325,12 +323,12 @@ class Memo:
     def forget(self, drop: Callable[[Hashable], bool]) -> None:
         """Drop every value whose key ``drop`` selects (not counted as evicted)."""
         with self._walk:
-            for key in [key for key in list(self._entries) if drop(key)]:
-                self._entries.pop(key, None)
+            for key in [key for key in list(self.entries) if drop(key)]:
+                self.entries.pop(key, None)
 
     def clear(self) -> None:
         """Forget every remembered value."""
-        self._entries.clear()
+        self.entries.clear()
 
     def __len__(self) -> int:
         return len(self._fresh())
@@ -339,7 +337,7 @@ class Memo:
         return iter(self._fresh())
 
     def __contains__(self, key: object) -> bool:
-        entry = self._entries.get(key)
+        entry = self.entries.get(key)
         return entry is not None and entry[1] > self.clock()
 
     def __getitem__(self, key: Hashable) -> Any:

@@ -11,22 +11,25 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import logging
+import math
 import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 import orjson
 
 from ._contract import Spec, ToolContract
-from ._memo import cache_key
+from ._memo import _ORJSON, cache_key
+from ._outcome import HIT, REPLAY, Outcome
 from ._reasons import shown
 
 __all__ = ["REDACTED", "CallRecord", "JsonLinesSink", "RecordSink", "args_digest",
-           "contract_hash", "redact_args", "redact_value", "scrub", "shown_tool"]
+           "contract_hash", "record_call", "redact_args", "redact_value", "scrub", "shown_tool"]
 
 #: What a sensitive value is replaced with.
 REDACTED = "[redacted]"
@@ -58,6 +61,20 @@ class CallRecord:
 
 RecordSink = Callable[[CallRecord], None]
 
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _record_of(fields: dict[str, Any]) -> CallRecord:
+    """``CallRecord(**fields)``, with ``fields`` (every field, in any order) as its attributes.
+
+    Without the frozen ``__init__``, which sets each field in turn through
+    ``object.__setattr__``: the record is the same dataclass, as immutable.
+    """
+    record: CallRecord = _new(CallRecord)
+    _set(record, "__dict__", fields)
+    return record
+
 
 def shown_tool(name: object) -> str:
     """A called tool's name as a record may carry it: bounded and escaped, never a ``repr``."""
@@ -75,15 +92,27 @@ class JsonLinesSink:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._lock = threading.Lock()
-        self._out: BinaryIO | None = None
+        self._out: io.FileIO | None = None
 
     def __call__(self, record: CallRecord) -> None:
-        line = orjson.dumps(record.as_dict(), option=orjson.OPT_SORT_KEYS) + b"\n"
-        with self._lock:
-            if self._out is None or self._out.closed:
-                self._out = open(self.path, "ab")  # noqa: SIM115 - kept open across records
-            self._out.write(line)
-            self._out.flush()
+        # A record's own attributes are its fields: written as they are, with no copy first.
+        fields = record.__dict__ if type(record) is CallRecord else record.as_dict()
+        self.write_line(orjson.dumps(fields, option=_SORTED_LINE))
+
+    def write_line(self, line: bytes) -> None:
+        """Append one whole line (``record_call`` hands one over) before answering."""
+        lock = self._lock
+        lock.acquire()  # not ``with``: its exit costs as much again as the lock itself
+        try:
+            out = self._out
+            if out is None or out.closed:
+                # Unbuffered: each line goes to the file in one write, as a flush would send it.
+                out = self._out = open(self.path, "ab", buffering=0)  # noqa: SIM115 - kept open
+            written = out.write(line)
+            if written != len(line):  # a short write (a full disk, a signal): write the rest
+                _write_rest(out, line, written or 0)
+        finally:
+            lock.release()
 
     def __del__(self) -> None:
         # A sink dropped without close() must not leave its file to the garbage collector.
@@ -95,6 +124,19 @@ class JsonLinesSink:
             if self._out is not None:
                 self._out.close()
                 self._out = None
+
+
+#: A record's line: its fields in sorted order, then a newline.
+_SORTED_LINE = orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
+
+
+def _write_rest(out: io.FileIO, line: bytes, written: int) -> None:
+    view = memoryview(line)
+    while written < len(line):
+        more = out.write(view[written:])
+        if not more:
+            raise OSError(f"{out.name!r}: a record line was cut short")
+        written += more
 
 
 def digest(value: object) -> str:
@@ -114,6 +156,82 @@ def digest(value: object) -> str:
 def args_digest(contract: ToolContract | None, args: object) -> str:
     """The digest a record may carry: taken after the sensitive values are redacted."""
     return digest(redact_args(contract, args))
+
+
+_INFO = logging.INFO
+#: The values a dict of args may hold for its digest to be taken from its orjson text alone.
+_PLAIN = frozenset({str, int, bool, type(None)})
+#: What ``digest`` hashes around the repr of a dict's orjson text: the rest of the repr
+#: of ``cache_key``'s key ``("", "", None, text)``.
+_HEAD, _TAIL = b"('', '', None, ", b")"
+#: Digests of recent args texts: a memo hit repeats its args, so it repeats their digest.
+#: Bounded, short texts only, and of redacted args only: never a sensitive value.
+_DIGESTS: dict[bytes, str] = {}
+_DIGESTS_SIZE = 4096
+_DIGESTS_TEXT = 512
+
+
+def _record_digest(redact: ToolContract | None, args: dict[str, Any]) -> str:
+    """``args_digest(redact, args)`` for a checked snapshot, the short way when it can be.
+
+    A dict of JSON scalars is hashed as the same canonical text ``digest``
+    would build (``cache_key``'s orjson text inside the repr of the key),
+    without building the key; anything else takes ``args_digest``.
+    """
+    value: object = args if redact is None else redact_args(redact, args)
+    if type(value) is dict:
+        for item in value.values():
+            kind = type(item)
+            if kind not in _PLAIN and (kind is not float or not math.isfinite(item)):
+                break
+        else:
+            try:
+                text = orjson.dumps(value, option=_ORJSON)
+            except orjson.JSONEncodeError:  # a huge int or a lone surrogate: the long way
+                return digest(value)
+            hexed = _DIGESTS.get(text)
+            if hexed is None:
+                hexed = hashlib.sha256(_HEAD + repr(text).encode() + _TAIL).hexdigest()
+                if len(text) <= _DIGESTS_TEXT:
+                    if len(_DIGESTS) >= _DIGESTS_SIZE:
+                        _DIGESTS.clear()
+                    _DIGESTS[text] = hexed
+            return hexed
+    return digest(value)
+
+
+def record_call(sink: RecordSink | None, request_id: str, name: object, contract_hash: str,
+                redact: ToolContract | None, code: str, outcome: Outcome,
+                latency_ms: float) -> None:
+    """Record one gated call: a ``CallRecord`` to ``agtool.calls`` at INFO and to ``sink``.
+
+    ``contract_hash`` is the called tool's (``""`` for a name with no valid
+    contract), ``redact`` its contract when it marks arguments sensitive,
+    ``code`` the model-facing code of the reason. Only checked args
+    (``outcome.args``) are digested, so a refusal costs nothing in the size of
+    what it refused. Raises what the sink raises.
+    """
+    envelope = outcome.envelope
+    reason = envelope["error"]
+    args = outcome.args
+    tool = shown_tool(name)
+    # In sorted order, as a JSON line lists them: a JsonLinesSink writes this dict as it is.
+    fields = {
+        "args_digest": "" if args is None else _record_digest(redact, args),
+        "code": code, "contract_hash": contract_hash, "latency_ms": round(latency_ms, 3),
+        "memo_hit": outcome.how == HIT, "ok": envelope["ok"], "reason": reason,
+        "replayed": outcome.how == REPLAY, "request_id": request_id, "tool": tool}
+    record = None
+    if records_log.isEnabledFor(_INFO):
+        record = _record_of(fields)
+        records_log.info("%s %s %s", request_id, tool, reason or "ok",
+                         extra={"agtool_record": record.as_dict()})
+    if sink is None:
+        return
+    if type(sink) is JsonLinesSink:  # the record itself is never seen: only its line
+        sink.write_line(orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE))
+    else:
+        sink(_record_of(fields) if record is None else record)
 
 
 def redact_args(contract: ToolContract | None, args: object) -> object:

@@ -11,10 +11,10 @@ calls ``reclaim``), or ``Ready`` when the body is to run. ``run_sync`` and
 ``arun`` run it, on the sync and async paths, and ``conclude`` checks what
 came back. Both paths go through these same steps.
 
-A plain read (no write, no approval, no timeout, a sync body) also gets a
-fast path when its contract is compiled: ``Tool.fast``, the same steps
-composed into one function that answers the envelope alone, for the common
-call that nobody records.
+A plain read (no write, no approval, no timeout) also gets its steps
+compiled into one function when its contract is compiled (``_fastpath``):
+``Tool.fast`` and its variants, for callers in the gate's own scope (a tool
+outside it has none).
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
-from inspect import isawaitable
 from typing import Any
 
-from ._answers import transport_failure
+from ._answers import marks_sensitive, transport_failure
 from ._authority import Approval, approved, read_scope
-from ._compile import UNDECLARED, compile_arg_check, compile_result_check
+from ._compile import UNDECLARED, compile_arg_check, compile_copy, compile_result_check
 from ._contract import ToolContract
+from ._fastpath import compile_key_call, compile_read
 from ._memo import MISS, Memo, compile_key, freeze, thaw
-from ._outcome import HIT, PLAN, REPLAY, Envelope, Outcome, failure, success
+from ._outcome import HIT, PLAN, REPLAY, Outcome, failure, success
 from ._reasons import (
     ASYNC_LOOP_RUNNING,
     AUTH_APPROVAL,
@@ -51,10 +51,12 @@ from ._stats import Counts
 from ._store import CONFLICT, DONE, RUN, WriteStore
 from ._writes import settle, stored_envelope, write_key
 
-__all__ = ["Held", "Ready", "Runtime", "Tool", "arun", "conclude", "prepare",
-           "reclaim", "run_sync"]
+__all__ = ["POLL_SECONDS", "Held", "Ready", "Runtime", "Tool", "arun", "call_async",
+           "call_sync", "conclude", "prepare", "reclaim", "run_sync"]
 
 _log = logging.getLogger("agtool")
+#: How often a caller waiting on a write running elsewhere looks again.
+POLL_SECONDS = 0.01
 
 
 class Runtime:
@@ -75,9 +77,10 @@ class Runtime:
 class Tool:
     """One table entry compiled: its contract, its checks, its counters, its fast path."""
 
-    __slots__ = ("args", "check_args", "check_result", "contract", "counts", "entry", "fast",
-                 "fn", "hash", "in_gate_scope", "is_async", "key_of", "name",
-                 "needs_approval", "returns", "risk", "timeout", "ttl", "writes")
+    __slots__ = ("afast", "afast_outcome", "args", "check_args", "check_result", "contract",
+                 "copy_result", "counts", "entry", "fast", "fast_outcome", "fn", "hash",
+                 "in_gate_scope", "is_async", "key_of", "keyed", "name", "needs_approval",
+                 "redacts", "redacts_args", "returns", "risk", "timeout", "ttl", "writes")
 
     def __init__(self, entry: Mapping[str, Any], contract: ToolContract, counts: Counts,
                  scope: frozenset[str], runtime: Runtime) -> None:
@@ -92,6 +95,8 @@ class Tool:
         self.check_args = compile_arg_check(contract.args)
         self.check_result = compile_result_check(contract.returns)
         self.key_of = compile_key(self.name, self.hash, contract.args)
+        #: ``keyed(args, echo, run_id)``: check and key in one step (``Gate.cache_key``).
+        self.keyed = compile_key_call(contract, self.hash)
         self.writes = contract.effect == "write"
         self.needs_approval = contract.needs_approval
         self.timeout = contract.timeout
@@ -100,9 +105,29 @@ class Tool:
         #: Seconds a success is remembered; 0 for a tool that is never remembered.
         self.ttl = 0.0 if self.writes else runtime.ttl if contract.ttl is None else contract.ttl
         self.is_async = is_async_body(self.fn)
-        plain = not (self.writes or self.needs_approval or self.timeout is not None
-                     or self.is_async)
-        self.fast = _compose_read(self, runtime) if plain else None
+        self.copy_result = compile_copy(contract.returns)
+        #: Whether a model's answer must have sensitive returned values taken out.
+        self.redacts = marks_sensitive(contract.returns)
+        #: Whether a call record's digest must be taken with sensitive args taken out.
+        self.redacts_args = marks_sensitive(contract.args)
+        #: The plain read's steps compiled into one function (``_fastpath``), per variant:
+        #: the envelope or the ``Outcome``, sync or async; ``None`` where they do not apply.
+        self.fast = self.fast_outcome = self.afast = self.afast_outcome = None
+        # Only for a caller in the gate's own scope, which never changes.
+        if self.in_gate_scope and not (self.writes or self.needs_approval
+                                       or self.timeout is not None):
+            def compiled(outcome: bool) -> Callable[..., Any]:
+                return compile_read(contract, self.hash, counts, runtime.memo, self.ttl,
+                                    is_async=self.is_async, outcome=outcome,
+                                    raised=lambda snapshot, exc: _raised(
+                                        runtime, Ready(self, snapshot, None, None), exc),
+                                    handed_back=lambda snapshot, key, value: _ran(
+                                        runtime, Ready(self, snapshot, key, None),
+                                        lambda: finish_here(value)))
+            if self.is_async:
+                self.afast, self.afast_outcome = compiled(False), compiled(True)
+            else:
+                self.fast, self.fast_outcome = compiled(False), compiled(True)
 
     def snapshot(self, args: object, echo: object) -> dict[str, Any] | str:
         """The checked plain copy of ``args`` the body runs on, or a reason."""
@@ -147,6 +172,40 @@ class Held:
         self.key = key
         #: ``time.monotonic()`` past which a key still held answers ``write:in_progress``.
         self.deadline = deadline
+
+
+def call_sync(runtime: Runtime, tool: Tool | str, args: object, echo: object,
+              scope: Collection[str] | None, run_id: object, step_id: object,
+              approvals: Iterable[Approval], dry_run: bool) -> Outcome:
+    """The whole chain of one call on the sync path, from what the lookup found."""
+    if isinstance(tool, str):
+        return Outcome(failure("args:" + tool))
+    fast = tool.fast_outcome
+    if fast is not None and scope is None and not dry_run:
+        outcome: Outcome = fast(args, echo, run_id)
+        return outcome
+    step = prepare(runtime, tool, args, echo, scope, run_id, step_id, approvals, dry_run)
+    while isinstance(step, Held):
+        time.sleep(POLL_SECONDS)
+        step = reclaim(runtime, step)
+    return run_sync(runtime, step) if isinstance(step, Ready) else step
+
+
+async def call_async(runtime: Runtime, tool: Tool | str, args: object, echo: object,
+                     scope: Collection[str] | None, run_id: object, step_id: object,
+                     approvals: Iterable[Approval], dry_run: bool) -> Outcome:
+    """The whole chain of one call on the async path, from what the lookup found."""
+    if isinstance(tool, str):
+        return Outcome(failure("args:" + tool))
+    fast = tool.afast_outcome
+    if fast is not None and scope is None and not dry_run:
+        outcome: Outcome = await fast(args, echo, run_id)
+        return outcome
+    step = prepare(runtime, tool, args, echo, scope, run_id, step_id, approvals, dry_run)
+    while isinstance(step, Held):
+        await asyncio.sleep(POLL_SECONDS)
+        step = reclaim(runtime, step)
+    return await arun(runtime, step) if isinstance(step, Ready) else step
 
 
 # -- before the body -------------------------------------------------------------------------
@@ -325,7 +384,7 @@ def conclude(runtime: Runtime, ready: Ready, value: object) -> Outcome:
 
 def _remember(runtime: Runtime, tool: Tool, key: Hashable, value: object,
               undeclared: bool) -> None:
-    frozen = freeze(value, verify=undeclared)
+    frozen = freeze(value, undeclared, tool.copy_result)
     if frozen is not None:
         runtime.memo.put(key, frozen, tool.ttl, tool.counts)
 
@@ -364,55 +423,3 @@ def _plan(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
     return {"tool": contract.name, "args": redact_args(contract, args),
             "args_digest": digest(args), "effect": contract.effect, "risk": contract.risk,
             "needs_approval": contract.needs_approval}
-
-
-# -- the fast path ---------------------------------------------------------------------------
-
-def _compose_read(tool: Tool, runtime: Runtime) -> Callable[[object, object, object], Envelope]:
-    """The steps of a plain read, composed once into one function for unrecorded calls.
-
-    ``fast(args, echo, run_id)``, for a caller already in scope: the same
-    snapshot, key, memo, body, result check and remember as ``prepare`` and
-    ``run_sync``, answering the envelope alone.
-    """
-    snapshot_of, key_of, result_reason = tool.snapshot, tool.key_of, tool.result_reason
-    memo, counts, fn, ttl = runtime.memo, tool.counts, tool.fn, tool.ttl
-    memo_get, remembers = memo.get, ttl > 0
-
-    def fast(args: object, echo: object, run_id: object) -> Envelope:
-        snapshot = snapshot_of(args, echo)
-        if isinstance(snapshot, str):
-            counts.blocked += 1
-            return {"ok": False, "value": None, "error": "args:" + snapshot}
-        key = None
-        if remembers:
-            try:
-                key = key_of(snapshot, run_id)
-            except Exception:  # a value nobody can key is simply not remembered
-                key = None
-            if key is not None:
-                frozen = memo_get(key)
-                if frozen is not MISS:
-                    counts.hits += 1
-                    return {"ok": True, "value": thaw(frozen), "error": ""}
-        counts.runs += 1
-        try:
-            value = fn(**snapshot)
-        except Exception as exc:
-            return _raised(runtime, Ready(tool, snapshot, None, None), exc).envelope
-        if type(value) is not dict and isawaitable(value):
-            # A sync callable that handed back a coroutine: run it as the sync path runs one.
-            counts.runs -= 1
-            return _ran(runtime, Ready(tool, snapshot, key, None),
-                        lambda: finish_here(value)).envelope
-        reason = result_reason(value)
-        if reason and reason != UNDECLARED:
-            counts.bad_results += 1
-            return {"ok": False, "value": None, "error": "result:" + reason}
-        if key is not None:
-            frozen = freeze(value, verify=reason == UNDECLARED)
-            if frozen is not None:
-                memo.put(key, frozen, ttl, counts)
-        return {"ok": True, "value": value, "error": ""}
-
-    return fast

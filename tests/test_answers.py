@@ -607,6 +607,7 @@ def test_single_defects_on_the_reference_tool(call: DefectiveCall) -> None:
     check_single_defect(tools.TOOLS, "stock_lookup", call)
 
 
+@pytest.mark.slow
 @given(data=st.data())
 def test_single_defects_on_the_probe_table(data: st.DataObject) -> None:
     """Property: any one planted defect on a table using every check is told as that defect."""
@@ -614,6 +615,7 @@ def test_single_defects_on_the_probe_table(data: st.DataObject) -> None:
     check_single_defect(PROBE_TABLE, name, data.draw(one_defect_args(PROBE_TABLE, name)))
 
 
+@pytest.mark.slow
 @given(table=contract_tables(), data=st.data())
 def test_single_defects_on_generated_tables(table: dict[str, Any], data: st.DataObject) -> None:
     """Property: on tables nobody wrote, any one planted defect is told as that defect."""
@@ -685,6 +687,7 @@ _ITEM_TABLE = {"t": {"fn": Body(), "args": ITEM_ARGS, "returns": {}}}
 _ITEM_SITES = [site for site in defect_sites(_ITEM_TABLE, "t") if site.path]
 
 
+@pytest.mark.slow
 @given(data=st.data())
 def test_every_item_site_is_told_as_an_item_defect(data: st.DataObject) -> None:
     """Property over every site inside a list: the planted defect's issue is about an item."""

@@ -626,6 +626,7 @@ def approvals_of(gate: Gate, name: str, kinds: list[str], args: dict[str, Any],
     return approvals
 
 
+@pytest.mark.slow
 @given(
     granted=st.sets(st.sampled_from(sorted(ALL_RISKS))),
     gate_scope=st.one_of(st.none(), st.sets(st.sampled_from(sorted(ALL_RISKS)))),

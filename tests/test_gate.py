@@ -33,8 +33,8 @@ from agtool import (
     UpstreamError,
     parse_reason,
 )
-from agtool._compile import compile_result_check
-from agtool._contract import is_value_of
+from agtool._compile import compile_copy, compile_result_check
+from agtool._contract import is_value_of, parse_entry
 from agtool._memo import MAX_DEPTH, freeze, thaw
 
 
@@ -1040,12 +1040,36 @@ def test_freeze_keeps_json_as_bytes_and_verifies_by_default() -> None:
     plain = {"rows": [{"n": 1, "tag": "a"}], "ratio": 0.5, "ok": True, "none": None}
     for verify in (True, False):
         frozen = freeze(plain, verify=verify)
-        assert type(frozen) is bytes
+        assert frozen is not None
+        assert type(frozen[0]) is bytes
         assert thaw(frozen) == plain
     lossy = {"n": math.nan, "t": (1, 2)}
     kept = thaw(freeze(lossy))  # type: ignore[arg-type]
     assert math.isnan(kept["n"])
     assert type(kept["t"]) is tuple
+
+
+def test_exact_value_is_kept_and_handed_out_as_fresh_copies_of_every_container() -> None:
+    """The copier compiled from a closed return contract copies each list and dict, at depth."""
+    copy = compile_copy(parse_entry("t", {"fn": Counter(), "args": {}, "returns": {
+        "rows": {"type": "list", "item": {"n": {"type": "int"}}},
+        "grid": {"type": "list", "required": False,
+                 "item": {"type": "list", "item": {"type": "int"}}}}}).returns)
+    assert copy is not None
+    value = {"rows": [{"n": 1}, {"n": 2}], "grid": [[1, 2], [3]]}
+    frozen = freeze(value, False, copy)
+    assert frozen is not None
+    first, second = thaw(frozen), thaw(frozen)
+    assert first == second == value
+    for one in (first, second):
+        one["rows"][0]["n"] = 99
+        one["grid"][0].append(7)
+        one["rows"].append({"n": 5})
+    assert thaw(frozen) == value  # what callers did to their copies stays with them
+    assert thaw(frozen) is not thaw(frozen)
+    open_contract = parse_entry("t", {"fn": Counter(), "args": {},
+                                      "returns": {"where": {"type": "dict"}}})
+    assert compile_copy(open_contract.returns) is None  # untyped parts: copied the slow way
 
 
 def test_self_referential_value_is_remembered_with_its_cycle() -> None:
@@ -1547,3 +1571,29 @@ def test_a_tuple_nested_past_max_depth_keeps_its_type_on_a_hit() -> None:
         held = held[0]
     assert type(held) is tuple
     assert gate.stats("t").hits == 1
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    pytest.param({"scope": "read_public"}, "collection of risk level names", id="scope-str"),
+    pytest.param({"scope": {"read_public": True}}, "collection of risk level names",
+                 id="scope-dict"),
+    pytest.param({"scope": [1]}, "collection of risk level names", id="scope-not-names"),
+    pytest.param({"scope": {"read_public", "root"}}, r"unknown risk levels \['root'\]",
+                 id="scope-unknown-level"),
+    pytest.param({"memo_ttl": -1}, "memo_ttl must be a non-negative number", id="ttl-negative"),
+    pytest.param({"memo_ttl": float("nan")}, "memo_ttl must be", id="ttl-nan"),
+    pytest.param({"memo_ttl": "300"}, "memo_ttl must be", id="ttl-str"),
+    pytest.param({"memo_size": -1}, "memo size must be a non-negative int", id="size-negative"),
+    pytest.param({"memo_size": True}, "memo size must be", id="size-bool"),
+])
+def test_a_gate_made_with_a_bad_setting_says_which(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Gate(tools.TOOLS, **kwargs)
+
+
+def test_a_gate_shows_its_scope_table_and_pending_wait() -> None:
+    gate = Gate(tools.TOOLS, scope=["read_public", "read_sensitive"])
+    assert gate.scope == frozenset({"read_public", "read_sensitive"})
+    assert gate.table is tools.TOOLS
+    gate.pending_wait = 0.25
+    assert gate.pending_wait == 0.25

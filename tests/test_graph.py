@@ -413,6 +413,7 @@ ORDERS = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(order=ORDERS)
 def test_any_order_ends_in_a_bounded_honest_outcome(order: object) -> None:

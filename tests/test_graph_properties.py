@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -128,6 +129,7 @@ def test_attempts_never_exceed_the_budget(order: Any) -> None:
     assert len(outcome["calls"]) == outcome["attempts"]
 
 
+@pytest.mark.slow
 @given(order=_any_order())
 @example(order={"sku": "A100", "region": "daegu", "limit": 9, "extra": 1})
 def test_no_body_runs_on_refused_arguments_along_the_way(order: Any) -> None:

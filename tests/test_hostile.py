@@ -1024,7 +1024,7 @@ def _refusal_reason_ok(case: str, reason: str) -> bool:
 @pytest.mark.parametrize(("case", "size"), [
     pytest.param("max_len", 10**7, id="list-of-10M-for-max_len-10"),
     pytest.param("extra_arg", 10**7, id="list-of-10M-as-an-unexpected-arg"),
-    pytest.param("extra_keys", 10**6, id="args-with-1M-extra-keys"),
+    pytest.param("extra_keys", 10**6, id="args-with-1M-extra-keys", marks=pytest.mark.slow),
 ])
 def test_refusal_costs_o1_in_the_refused_input(case: str, size: int) -> None:
     """A huge refused input is answered, recorded and logged within a small tracemalloc peak."""

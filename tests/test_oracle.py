@@ -392,6 +392,7 @@ def near_or_valid(draw: st.DrawFn, spec: Mapping[str, Any]) -> Any:
     return draw(near_misses(spec, value) | st.just(value))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @ORACLE
 @given(data=st.data())
@@ -404,6 +405,7 @@ def test_gate_and_jsonschema_agree_on_one_argument(kind: str, data: st.DataObjec
     assert gate_ok == GateReading(to_json_schema(table, "t")).is_valid(args), args
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @ORACLE
 @given(data=st.data())
@@ -418,6 +420,7 @@ def test_gate_and_jsonschema_agree_on_one_returned_key(kind: str, data: st.DataO
     assert gate_ok == GateReading(output_schema(table, "t")).is_valid(result), result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", PATTERNS)
 @ORACLE
 @given(data=st.data())
@@ -431,6 +434,7 @@ def test_gate_and_jsonschema_agree_on_patterns(pattern: str, data: st.DataObject
     assert gate_ok == GateReading(to_json_schema(table, "t")).is_valid({"x": candidate})
 
 
+@pytest.mark.slow
 @ORACLE
 @given(st.booleans(), st.none() | st.text(max_size=3) | JSON)
 def test_gate_and_jsonschema_agree_on_echo_arguments(required: bool, value: Any) -> None:

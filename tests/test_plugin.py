@@ -108,6 +108,7 @@ def passed_items(result: pytest.RunResult, module: str) -> set[str]:
     return {line.removeprefix(prefix) for line in result.outlines if line.startswith(prefix)}
 
 
+@pytest.mark.slow
 def test_a_healthy_table_passes_every_property(pytester: pytest.Pytester) -> None:
     """Each tool gets refused/memo/bad_result/envelope/returns items, and all of them pass."""
     write_table(pytester, "healthy_tools")
@@ -118,6 +119,7 @@ def test_a_healthy_table_passes_every_property(pytester: pytest.Pytester) -> Non
     assert ran == {"get_ticket", "refund"}  # memo and returns ran the real bodies
 
 
+@pytest.mark.slow
 def test_a_body_wrong_for_some_inputs_fails_with_a_readable_report(
         pytester: pytest.Pytester) -> None:
     """A refund body negative from 10 cents up: the returns item fails, naming reason and call."""
@@ -133,6 +135,7 @@ def test_a_body_wrong_for_some_inputs_fails_with_a_readable_report(
     assert "git apply" not in result.stdout.str()  # no patch to the harness's own code
 
 
+@pytest.mark.slow
 def test_stub_bodies_never_run_the_real_functions(pytester: pytest.Pytester) -> None:
     """--agtool-stub-bodies: no real body runs (so the broken one cannot fail); no returns item."""
     write_table(pytester, "stubbed_tools", body=BROKEN)
@@ -143,6 +146,7 @@ def test_stub_bodies_never_run_the_real_functions(pytester: pytest.Pytester) -> 
     assert not (pytester.path / "bodies_ran.txt").exists()
 
 
+@pytest.mark.slow
 def test_a_write_tool_is_proven_without_its_body_ever_running(
         pytester: pytest.Pytester) -> None:
     """An irreversible refund is stubbed, proven once per idempotency key, and never run for real.
@@ -197,6 +201,7 @@ def test_a_table_that_cannot_be_loaded_says_why(pytester: pytest.Pytester, spec:
     result.stdout.fnmatch_lines([message])
 
 
+@pytest.mark.slow
 def test_a_table_module_in_the_rootdir_is_found_without_a_path_set_up(
         pytester: pytest.Pytester) -> None:
     """With no conftest and nothing on sys.path, the table module is looked up in the rootdir."""
@@ -206,6 +211,7 @@ def test_a_table_module_in_the_rootdir_is_found_without_a_path_set_up(
     result.assert_outcomes(passed=4)  # one missing site per required argument
 
 
+@pytest.mark.slow
 def test_a_contract_no_call_can_keep_fails_naming_the_field(pytester: pytest.Pytester) -> None:
     """An int spec between 0.5 and 0.7 cannot be drawn: its items fail and say which argument."""
     write_table(pytester, "impossible_tools")
@@ -214,6 +220,7 @@ def test_a_contract_no_call_can_keep_fails_naming_the_field(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(["*required field 'n': no value keeps its spec*"])
 
 
+@pytest.mark.slow
 def test_statistics_show_the_mix_of_defects(pytester: pytest.Pytester) -> None:
     """--hypothesis-show-statistics lists what each property drew, labelled by the strategies."""
     write_table(pytester, "stats_tools")
@@ -227,6 +234,7 @@ def test_statistics_show_the_mix_of_defects(pytester: pytest.Pytester) -> None:
     ])
 
 
+@pytest.mark.slow
 def test_the_plugin_runs_unchanged_under_xdist(pytester: pytest.Pytester) -> None:
     """Two workers collect the same items and reach the same verdicts as one process."""
     write_table(pytester, "xdist_tools", body=BROKEN)
@@ -237,6 +245,7 @@ def test_the_plugin_runs_unchanged_under_xdist(pytester: pytest.Pytester) -> Non
     result.stdout.fnmatch_lines(["*FAILED agtool:xdist_tools:TOOLS::refund::returns*"])
 
 
+@pytest.mark.slow
 def test_without_the_option_the_plugin_imports_no_hypothesis(pytester: pytest.Pytester) -> None:
     """Loaded in every session, the plugin adds no items and imports neither Hypothesis nor us."""
     pytester.makepyfile(test_modules=textwrap.dedent('''

@@ -243,6 +243,7 @@ COUNTER = {"count_up": {"fn": lambda n: {"n": n}, "args": {"n": {"type": "int", 
                         "returns": {"n": {"type": "int"}}}}
 
 
+@pytest.mark.slow
 @given(call=any_calls(TOOLS))
 @example(call=("stock_lookup", ValuesRaise(sku="A100", region="seoul", limit=1)))
 @example(call=("stock_lookup", {"sku": "A100", "region": "seoul", "limit": 1, 2: "x"}))
@@ -260,6 +261,7 @@ def test_an_int_too_long_to_print_is_answered(n: int) -> None:
     assert envelope["ok"]
 
 
+@pytest.mark.slow
 @given(data=st.data())
 def test_the_ticket_table_answers_anything(data: st.DataObject) -> None:
     """Stubbed ticket bodies, any call: an envelope, never an exception."""
@@ -277,6 +279,7 @@ def _tool(data: st.DataObject, table: dict[str, Any]) -> str:
     return data.draw(st.sampled_from(sorted(table)), label="tool")
 
 
+@pytest.mark.slow
 @given(table=contract_tables(), data=st.data())
 def test_generated_tables_refuse_each_single_defect(table: dict[str, Any],
                                                    data: st.DataObject) -> None:
@@ -286,6 +289,7 @@ def test_generated_tables_refuse_each_single_defect(table: dict[str, Any],
     check_refused(instrument(table, [name], stub=True), name, call.args, call.reason, call.echo)
 
 
+@pytest.mark.slow
 @given(table=contract_tables(), data=st.data())
 def test_generated_tables_remember_successes(table: dict[str, Any], data: st.DataObject) -> None:
     """Property 2 on a random table: one run, then hits in any key order."""
@@ -297,6 +301,7 @@ def test_generated_tables_remember_successes(table: dict[str, Any], data: st.Dat
                       data.draw(valid_args(table, name)))["ok"]
 
 
+@pytest.mark.slow
 @given(table=contract_tables(), data=st.data())
 def test_generated_tables_refuse_bad_results(table: dict[str, Any], data: st.DataObject) -> None:
     """Property 3 on a random table: result:<kind>, not remembered."""
@@ -306,6 +311,7 @@ def test_generated_tables_refuse_bad_results(table: dict[str, Any], data: st.Dat
     check_bad_result(instrument(table, [name], stub=True), name, args, bad.value, bad.reason)
 
 
+@pytest.mark.slow
 @given(table=contract_tables(), data=st.data())
 def test_generated_tables_answer_anything(table: dict[str, Any], data: st.DataObject) -> None:
     """Property 4 on a random table: any call gets one honest envelope."""

@@ -11,19 +11,24 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
+import enum
 import json
 import logging
+import math
 import re
 import string
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from _bodies import CountingBody
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import agtool
@@ -36,7 +41,18 @@ from agtool import (
     UpstreamError,
     contract_hash,
 )
-from agtool._records import scrub
+from agtool._answers import error_code, marks_sensitive
+from agtool._contract import ToolContract
+from agtool._outcome import ANSWERED, HIT, PLAN, REPLAY, Outcome
+from agtool._records import (
+    _DIGESTS,
+    _record_digest,
+    args_digest,
+    digest,
+    record_call,
+    scrub,
+    shown_tool,
+)
 
 #: The fields a record promises, written out here rather than read from the dataclass.
 RECORD_FIELDS = {"request_id", "tool", "ok", "code", "reason", "latency_ms", "memo_hit",
@@ -373,6 +389,7 @@ secrets_ = st.text(string.ascii_letters + string.digits, min_size=8, max_size=16
     lambda tail: MARK + tail)
 
 
+@pytest.mark.slow
 @given(first=secrets_, second=secrets_, user=st.text(string.ascii_lowercase, max_size=6))
 def test_args_digest_is_blind_to_any_sensitive_value(first: str, second: str,
                                                      user: str) -> None:
@@ -971,3 +988,264 @@ def test_json_lines_are_written_with_sorted_keys(tmp_path: Path) -> None:
     gate.call_tool("t", {})
     [line] = path.read_text("utf-8").splitlines()
     assert list(json.loads(line)) == sorted(RECORD_FIELDS)
+
+
+# -- record_call: the gate's one record step -----------------------------------------------------
+
+
+def reference_record(request_id: str, name: object, contract: ToolContract | None,
+                     contract_hash: str, outcome: Outcome, latency_ms: float) -> CallRecord:
+    """The record the gate built before ``record_call``, the long way, field by field."""
+    envelope = outcome.envelope
+    reason = envelope["error"]
+    return CallRecord(
+        request_id=request_id, tool=shown_tool(name), ok=envelope["ok"],
+        code=error_code(reason), reason=reason, latency_ms=round(latency_ms, 3),
+        memo_hit=outcome.how == HIT, replayed=outcome.how == REPLAY,
+        args_digest="" if outcome.args is None else args_digest(contract, outcome.args),
+        contract_hash="" if contract is None else contract_hash)
+
+
+def record_as_gate(sink: Any, request_id: str, name: object,
+                   contract: ToolContract | None, contract_hash: str, outcome: Outcome,
+                   latency_ms: float) -> None:
+    """``record_call`` as the gate calls it for a tool with ``contract``."""
+    redact = contract if contract is not None and marks_sensitive(contract.args) else None
+    record_call(sink, request_id, name, "" if contract is None else contract_hash, redact,
+                error_code(outcome.envelope["error"]), outcome, latency_ms)
+
+
+def same_record(one: CallRecord, other: CallRecord) -> bool:
+    """Equal field by field, and of one type each: NaN and -0.0 latencies count as written."""
+    return repr(one.as_dict()) == repr(other.as_dict()) and all(
+        type(getattr(one, field)) is type(getattr(other, field)) for field in RECORD_FIELDS)
+
+
+def record_contracts() -> list[ToolContract | None]:
+    """No contract; one without sensitive args; one with them at the top, in items, in keys."""
+    plain = Gate({"t": {"fn": Body(), "returns": {}, "args": {
+        "q": {"type": "str"}, "n": {"type": "int", "required": False},
+        "rows": {"type": "list", "required": False, "item": {"id": {"type": "str"}}}}}})
+    private = Gate({"t": {"fn": Body(), "args": DIGEST_ARGS, "returns": {}}})
+    return [None, plain.contract("t"), private.contract("t")]
+
+
+CONTRACTS = record_contracts()
+
+
+class Colour(enum.Enum):
+    RED = 1
+
+
+class Label(str):
+    pass
+
+
+#: Scalars that the digest's canonical form must tell apart: 1, 1.0 and True; 0.0 and -0.0;
+#: NaN; ints too long for orjson; lone surrogates; str subclasses and enums.
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(),
+    st.sampled_from([0, 1, -1, 2**63, -(2**64), 10**400, 1.0, 0.0, -0.0, math.nan, math.inf,
+                     -math.inf, 1e300, 5e-324, "", "1", "\ud800", "a\udfff", "[redacted]"]),
+    st.floats(), st.text(max_size=8),
+    st.sampled_from([Label("x"), Colour.RED, (1, 2), frozenset({1})]),
+)
+json_like = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.one_of(st.text(max_size=4), st.sampled_from([1, True])), inner,
+                        max_size=3)),
+    max_leaves=8,
+)
+#: Args as a gate's snapshot may hold them, with the names the test contracts declare.
+record_args = st.dictionaries(
+    st.one_of(st.sampled_from(["q", "n", "rows", "user", "password", "tokens", "cards"]),
+              st.text(max_size=4)),
+    st.one_of(json_like, st.lists(st.fixed_dictionaries(
+        {"number": json_like, "label": json_like, "id": json_like}), max_size=2)),
+    max_size=5)
+
+
+@given(contract=st.sampled_from(CONTRACTS), args=st.one_of(record_args, json_like))
+@example(contract=None, args={"sku": "A100", "region": "seoul", "limit": 2})
+@example(contract=None, args={"a": 1, "b": True, "c": 1.0, "d": -0.0, "e": None})
+@example(contract=None, args={"a": 10**400})
+@example(contract=None, args={"a": math.nan})
+@example(contract=None, args={"a": "\ud800"})
+@example(contract=None, args={"a": "it's \"quoted\" \\ \x7f \n 재고"})
+@example(contract=None, args={1: "a"})
+@example(contract=CONTRACTS[2], args={"password": "pw", "user": "ann", "limit": 3})
+def test_record_digest_is_args_digest(contract: ToolContract | None, args: Any) -> None:
+    """The record's short way to the digest gives args_digest's hex string, byte for byte,
+    for every JSON-like value (and some that are not), redacted or not."""
+    expected = args_digest(contract, args)
+    assert _record_digest(contract, args) == expected
+    assert _record_digest(contract, args) == expected  # the second time, from what it kept
+    if contract is None:
+        assert expected == digest(args)
+
+
+@given(secret=secrets_, user=st.text(string.ascii_lowercase, max_size=6))
+def test_remembered_digests_hold_no_sensitive_value(secret: str, user: str) -> None:
+    """What the digest step keeps for the next memo hit is the redacted args' text only."""
+    contract = CONTRACTS[2]
+    assert _record_digest(contract, {"user": user, "password": secret}) == args_digest(
+        contract, {"user": user, "password": secret})
+    assert _DIGESTS  # the step did keep something, and it is not the secret
+    assert not any(MARK.encode() in text for text in _DIGESTS)
+
+
+outcomes = st.builds(
+    lambda ok, reason, how, args: Outcome(
+        {"ok": ok, "value": None, "error": "" if ok else reason}, how, None, args),
+    st.booleans(),
+    st.sampled_from(["args:max_len:q", "args:unknown_tool", "upstream:503", "upstream:404",
+                     "raised:KeyError", "auth:approval", "timeout", "result:empty", "odd"]),
+    st.sampled_from([ANSWERED, HIT, REPLAY, PLAN]),
+    st.one_of(st.none(), record_args),
+)
+names = st.one_of(st.sampled_from(["t", "stock_lookup", "재고", "x" * 64, "x" * 65, "a\nb",
+                                   "\u2028", "", 42, None, 10**5000]), st.text(max_size=70))
+#: Latencies near a tie of rounding to the microsecond, where it is easiest to get wrong:
+#: n + 0.5 microseconds, and the floats either side of it.
+near_ties = st.builds(lambda n, d: math.nextafter((n + 0.5) / 1000, math.inf * d),
+                      st.integers(0, 10**9), st.sampled_from([-1, 0, 1]))
+latencies = st.one_of(
+    st.floats(), near_ties,
+    st.sampled_from([0.0, -0.0, -0.0004, 0.0005, 0.0015, 0.0025, 2.675, 1e-9, 999_999.9995,
+                     1e6, 1e20, 3]),
+)
+
+
+@given(outcome=outcomes, name=names, contract=st.sampled_from(CONTRACTS), latency=latencies)
+def test_record_call_records_what_the_gate_recorded(outcome: Outcome, name: object,
+                                                    contract: ToolContract | None,
+                                                    latency: float) -> None:
+    """record_call hands a sink the record the gate's long way built, field for field, writes
+    it to a JsonLinesSink as the same bytes, and logs it at INFO as the same message."""
+    chash = "" if contract is None else contract_hash(contract)
+    expected = reference_record("req_1", name, contract, chash, outcome, latency)
+    kept = ListSink()
+    with tempfile.TemporaryDirectory() as folder, captured_logs(logging.INFO) as logs:
+        path = Path(folder) / "calls.jsonl"
+        file_sink = JsonLinesSink(path)
+        record_as_gate(kept, "req_1", name, contract, chash, outcome, latency)
+        record_as_gate(file_sink, "req_1", name, contract, chash, outcome, latency)
+        file_sink(expected)  # the sink's own path, for a record built elsewhere
+        file_sink.close()
+        lines = path.read_bytes().splitlines(keepends=True)
+    [record] = kept.records
+    assert type(record) is CallRecord
+    assert same_record(record, expected), (record, expected)
+    old_line = orjson.dumps(expected.as_dict(), option=orjson.OPT_SORT_KEYS) + b"\n"
+    assert lines == [old_line, old_line]
+    logged = [entry for entry in logs.records if entry.name == "agtool.calls"]
+    assert len(logged) == 2
+    for entry in logged:
+        assert entry.levelno == logging.INFO
+        assert entry.getMessage() == " ".join(
+            [expected.request_id, expected.tool, expected.reason or "ok"])
+        assert repr(entry.agtool_record) == repr(expected.as_dict())  # type: ignore[attr-defined]
+
+
+def test_record_call_logs_only_when_the_logger_listens(caplog: pytest.LogCaptureFixture) -> None:
+    """Below INFO nothing is logged and the sink still gets its record; a raising sink raises."""
+    caplog.set_level(logging.WARNING, logger="agtool.calls")
+    outcome = Outcome({"ok": True, "value": 1, "error": ""}, HIT, None, {"q": "a"})
+    kept = ListSink()
+    record_as_gate(kept, "req_1", "t", None, "", outcome, 1.0)
+    record_as_gate(None, "req_2", "t", None, "", outcome, 1.0)
+    assert [entry for entry in caplog.records if entry.name == "agtool.calls"] == []
+    assert [record.request_id for record in kept.records] == ["req_1"]
+
+    def full(record: CallRecord) -> None:
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        record_as_gate(full, "req_3", "t", None, "", outcome, 1.0)
+
+
+def test_a_record_from_record_call_is_an_ordinary_frozen_call_record() -> None:
+    """Equal, hashed and shown as the record built by its constructor; immutable; a dataclass."""
+    outcome = Outcome({"ok": False, "value": None, "error": "args:max_len:q"}, ANSWERED, None,
+                      {"q": "long"})
+    kept = ListSink()
+    record_as_gate(kept, "req_1", "t", None, "", outcome, 2.5)
+    [record] = kept.records
+    built = CallRecord(**record.as_dict())
+    assert record == built
+    assert hash(record) == hash(built)
+    assert repr(record) == repr(built)
+    assert dataclasses.asdict(record) == record.as_dict()
+    assert dataclasses.replace(record, ok=True).ok is True
+    assert list(record.as_dict()) == [field.name for field in dataclasses.fields(CallRecord)]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.ok = True  # type: ignore[misc]
+    assert record.ok is False
+    assert record.code == "INVALID_ARGUMENT"
+
+
+def test_json_lines_sink_is_whole_lines_across_threads_and_closes(tmp_path: Path) -> None:
+    """Threads writing through record_call and the sink itself, while another closes the file
+    again and again, leave one whole JSON line per record and lose none."""
+    path = tmp_path / "calls.jsonl"
+    sink = JsonLinesSink(path)
+    outcome = Outcome({"ok": True, "value": 1, "error": ""}, HIT, None, {"q": "a" * 300})
+    writers, each = 4, 200
+    done = threading.Event()
+
+    def write(number: int) -> None:
+        for count in range(each):
+            request_id = f"req_{number}_{count}"
+            if count % 2:
+                record_as_gate(sink, request_id, "t", None, "", outcome, 1.0)
+            else:
+                sink(reference_record(request_id, "t", None, "", outcome, 1.0))
+
+    def close_again() -> None:
+        while not done.is_set():
+            sink.close()
+
+    closer = threading.Thread(target=close_again)
+    threads = [threading.Thread(target=write, args=(number,)) for number in range(writers)]
+    closer.start()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    done.set()
+    closer.join()
+    sink.close()
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+    assert sorted(row["request_id"] for row in rows) == sorted(
+        f"req_{number}_{count}" for number in range(writers) for count in range(each))
+
+
+class ShortWrites:
+    """A file that takes at most ``step`` bytes per write (none once ``step`` is 0)."""
+
+    def __init__(self, step: int) -> None:
+        self.step, self.data, self.closed, self.name = step, b"", False, "short"
+
+    def write(self, data: bytes) -> int:
+        taken = bytes(data[:self.step])
+        self.data += taken
+        return len(taken)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_json_lines_sink_finishes_a_short_write(tmp_path: Path) -> None:
+    """A write that takes part of a line is followed by the rest; one that takes none raises."""
+    sink = JsonLinesSink(tmp_path / "calls.jsonl")
+    record = reference_record("req_1", "t", None, "", Outcome(
+        {"ok": True, "value": 1, "error": ""}), 1.0)
+    out = ShortWrites(7)
+    sink._out = out  # type: ignore[assignment]
+    sink(record)
+    assert out.data == orjson.dumps(record.as_dict(), option=orjson.OPT_SORT_KEYS) + b"\n"
+    sink._out = ShortWrites(0)  # type: ignore[assignment]
+    with pytest.raises(OSError, match="cut short"):
+        sink(record)

@@ -146,6 +146,7 @@ def test_check_ignores_the_benchmark_but_not_a_missing_file(
     assert reports.main(["--check", "--out", str(tmp_path), "--quiet"]) == 1
 
 
+@pytest.mark.slow
 def test_agtool_report_delegates_to_the_report(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """`agtool report --out DIR` writes the same two files as `python -m reports`."""

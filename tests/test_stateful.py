@@ -14,6 +14,7 @@ import copy
 from collections.abc import Hashable
 from typing import Any
 
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -156,4 +157,4 @@ class GeneratedMachine(GateMachine):
 
 
 TestReferenceMachine = ReferenceMachine.TestCase
-TestGeneratedMachine = GeneratedMachine.TestCase
+TestGeneratedMachine = pytest.mark.slow(GeneratedMachine.TestCase)

@@ -498,6 +498,7 @@ def test_a_waiter_takes_over_a_key_freed_by_a_retryable_failure() -> None:
     assert body.count == 2
 
 
+@pytest.mark.slow
 def test_processes_run_the_body_once(tmp_path: pathlib.Path) -> None:
     """Three spawned processes, each with its own gate over one SQLite file: one body run."""
     db_path = str(tmp_path / "writes.sqlite")
@@ -997,7 +998,7 @@ class WriteMachine(RuleBasedStateMachine):
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-TestWriteMachine = WriteMachine.TestCase
+TestWriteMachine = pytest.mark.slow(WriteMachine.TestCase)
 
 
 # -- The model's own check -----------------------------------------------------------------------

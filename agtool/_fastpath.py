@@ -1,0 +1,187 @@
+"""The steps of a plain read, compiled into one function per tool.
+
+A plain read (no write, no approval, no timeout) called by a caller in the
+gate's own scope goes through the same steps as every call: snapshot and
+check the args, key, memo, body, result check, remember. Those steps cost
+little each, but a Python call costs about as much as one of them, so for
+this, the common call, they are emitted once, when the contract is
+compiled, as the lines of a single function: the very checks ``_compile``
+emits for ``check_args`` and ``check_result``, and the key ``_memo`` emits
+for ``key_of``. Anything out of the ordinary (a body that raises, or hands
+back a coroutine on the sync path) is handed to the general steps.
+
+Each read gets up to two such functions, ``fast(args, echo, run_id)``: one
+answering the envelope alone (``call_tool``), one answering the ``Outcome``
+(``call_for_model`` and recorded calls); an ``async def`` body's are
+coroutines (``acall_tool``).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from inspect import isawaitable
+from typing import Any
+
+from ._compile import Emitter, compile_copy
+from ._contract import ToolContract
+from ._memo import Memo, freeze, key_source
+from ._outcome import ANSWERED, HIT, Outcome
+from ._reasons import NOT_OBJECT, SHAPE
+from ._stats import Counts
+
+__all__ = ["REFUSED", "compile_key_call", "compile_read"]
+
+Fallback = Callable[..., Any]
+
+
+def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Memo, ttl: float,
+                 *, is_async: bool, outcome: bool, raised: Fallback,
+                 handed_back: Fallback) -> Callable[..., Any]:
+    """``fast(args, echo, run_id)`` for a plain read: its envelope, or its ``Outcome``.
+
+    ``raised(snapshot, exc)`` answers the ``Outcome`` of a body that raised,
+    ``handed_back(snapshot, key, value)`` that of a sync body that handed back
+    an awaitable. ``ttl`` 0 is a read never remembered.
+    """
+    answers = _Answers(outcome)
+    emitter = Emitter(lambda reason: f"counts.blocked += 1; return {answers.refused(reason)}")
+    emitter.names.update(
+        counts=counts, memo_get=memo.get, memo_put=memo.put, memo_entries_get=memo.entries.get,
+        memo_touch=memo.entries.move_to_end, memo_clock=memo.clock, fn=contract.fn,
+        freeze=freeze, TTL=ttl, COPY=compile_copy(contract.returns), raised=raised,
+        handed_back=handed_back, isawaitable=isawaitable, Coroutine=types.CoroutineType,
+        NEW=tuple.__new__, Outcome=Outcome, HIT=HIT, ANSWERED=ANSWERED)
+    emit = emitter.emit
+
+    emit(1, "try:")
+    emitter.arg_check(contract.args, "value", 2)
+    emit(1, "except Exception:  # an object that cannot be read cleanly is not an object of args")
+    emit(2, emitter.fail(repr(NOT_OBJECT)))
+    emit(1, "snapshot = value")
+
+    remembers = ttl > 0
+    if remembers:
+        _emit_memo(emitter, contract, version, answers)
+    else:
+        emit(1, "key = None")
+
+    emit(1, "counts.runs += 1")
+    emit(1, "try:")
+    emit(2, "result = fn(**snapshot)")
+    if is_async:
+        emit(2, "if type(result) is Coroutine or isawaitable(result):")
+        emit(3, "result = await result")
+    emit(1, "except Exception as exc:")
+    emit(2, f"return raised(snapshot, exc){answers.envelope_of}")
+    if not is_async:
+        emit(1, "if type(result) is not dict and isawaitable(result):")
+        emit(2, "counts.runs -= 1  # counted again where it is run")
+        emit(2, f"return handed_back(snapshot, key, result){answers.envelope_of}")
+
+    emitter.fail = lambda reason: f"counts.bad_results += 1; return {answers.bad(reason)}"
+    emit(1, "try:")
+    emitter.result_check(contract.returns, "result", "exact", 2)
+    emit(1, "except Exception:  # a value whose own methods raise has no shape to trust")
+    emit(2, emitter.fail(repr(SHAPE)))
+    if remembers:
+        emit(1, "if key is not None:")
+        depth = 2
+        if emitter.names["COPY"] is not None:  # freeze's own first case, in place
+            emit(2, "if exact:")
+            emit(3, "memo_put(key, (COPY(result), COPY), TTL, counts)")
+            emit(2, "else:")
+            depth = 3
+        emit(depth, "frozen = freeze(result, True)")
+        emit(depth, "if frozen is not None:")
+        emit(depth + 1, "memo_put(key, frozen, TTL, counts)")
+    emit(1, f"return {answers.ok('result', 'ANSWERED')}")
+    fast: Callable[..., Any] = emitter.build("fast", "value, echo, run_id",
+                                             asynchronous=is_async)
+    return fast
+
+
+class _Refused:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "REFUSED"
+
+
+#: What ``compile_key_call``'s function answers for args that do not pass their check.
+REFUSED: Any = _Refused()
+
+
+def compile_key_call(contract: ToolContract, version: str) -> Callable[..., Any]:
+    """``keyed(args, echo, run_id)``: the memo key a call would be remembered under.
+
+    The same check and key as the compiled read; ``None`` for args that pass
+    but cannot be keyed exactly, ``REFUSED`` for args that do not pass.
+    """
+    emitter = Emitter(lambda reason: "return REFUSED")
+    emitter.names["REFUSED"] = REFUSED
+    emitter.emit(1, "try:")
+    emitter.arg_check(contract.args, "value", 2)
+    emitter.emit(1, "except Exception:")
+    emitter.emit(2, "return REFUSED")
+    emitter.emit(1, "snapshot = value")
+    _emit_key(emitter, contract, version)
+    emitter.emit(1, "return key")
+    keyed: Callable[..., Any] = emitter.build("keyed", "value, echo, run_id")
+    return keyed
+
+
+def _emit_key(emitter: Emitter, contract: ToolContract, version: str) -> None:
+    expression, spoilable, names = key_source(contract.name, version, contract.args)
+    emitter.names.update(names)
+    emit = emitter.emit
+    emit(1, "try:")
+    emit(2, f"key = {expression}")
+    if spoilable:
+        emit(2, "if KEY_NONE in key:")
+        emit(3, "key = None")
+    emit(1, "except Exception:  # a value nobody can key is simply not remembered")
+    emit(2, "key = None")
+
+
+def _emit_memo(emitter: Emitter, contract: ToolContract, version: str,
+               answers: _Answers) -> None:
+    _emit_key(emitter, contract, version)
+    emit = emitter.emit
+    # Memo.get, read in place: a hit is the call this path exists for.
+    emit(1, "if key is not None:")
+    emit(2, "entry = memo_entries_get(key)")
+    emit(2, "if entry is not None:")
+    emit(3, "if entry[1] > memo_clock():")
+    emit(4, "try:")
+    emit(5, "memo_touch(key)")
+    emit(4, "except KeyError:  # dropped by another thread since: still the value it held")
+    emit(5, "pass")
+    emit(4, "counts.hits += 1")
+    emit(4, "frozen = entry[0]")
+    emit(4, f"return {answers.ok('frozen[1](frozen[0])', 'HIT')}")
+    emit(3, "memo_get(key)  # past its time: dropped, and counted as expired")
+
+
+class _Answers:
+    """The answer expressions of one variant: the envelope alone, or the ``Outcome``."""
+
+    def __init__(self, outcome: bool) -> None:
+        self.outcome = outcome
+        self.envelope_of = "" if outcome else "[0]"
+
+    def _answer(self, envelope: str, how: str, args: str) -> str:
+        return f"NEW(Outcome, ({envelope}, {how}, None, {args}))" if self.outcome else envelope
+
+    def refused(self, reason: str) -> str:
+        return self._answer(_failure(f"'args:' + {reason}"), "ANSWERED", "None")
+
+    def bad(self, reason: str) -> str:
+        return self._answer(_failure(f"'result:' + {reason}"), "ANSWERED", "snapshot")
+
+    def ok(self, value: str, how: str) -> str:
+        return self._answer(f"{{'ok': True, 'value': {value}, 'error': ''}}", how, "snapshot")
+
+
+def _failure(reason: str) -> str:
+    return f"{{'ok': False, 'value': None, 'error': {reason}}}"

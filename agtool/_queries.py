@@ -1,0 +1,118 @@
+"""What a gate answers about a call without making it: contracts, keys, checks, approvals.
+
+``Gate`` inherits these from ``Queries``; they read the same compiled tools
+(``Registry``) its calls go through, so a key, a check or an approval given
+here is the one a call would meet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from ._authority import Approval
+from ._compile import UNDECLARED, plain_dict
+from ._contract import ToolContract
+from ._fastpath import REFUSED
+from ._lookup import Registry
+from ._memo import cache_key
+from ._records import digest
+from ._stats import ToolStats
+from ._writes import write_key
+
+__all__ = ["Queries"]
+
+
+class Queries:
+    """The questions a gate answers about its table; ``_tools`` is the gate's ``Registry``."""
+
+    _tools: Registry
+    _scope: frozenset[str]
+
+    @property
+    def table(self) -> Mapping[str, Mapping[str, Any]]:
+        """The contract table, as given: the gate follows changes made to it."""
+        return self._tools.table
+
+    @property
+    def scope(self) -> frozenset[str]:
+        """The risk levels a call may use when it names none."""
+        return self._scope
+
+    def stats(self, name: str) -> ToolStats:
+        """A snapshot of ``name``'s counters (all zero for a tool never called)."""
+        counts = self._tools.counts.get(name)
+        return ToolStats() if counts is None else counts.snapshot()
+
+    def contract(self, name: str) -> ToolContract | None:
+        """The validated contract of ``name``, or ``None`` if the table has no valid entry."""
+        tool = self._tools.lookup(name)
+        return None if isinstance(tool, str) else tool.contract
+
+    def cache_key(self, name: str, args: object, run_id: str | None = None,
+                  echo: Mapping[str, object] | None = None) -> Hashable | None:
+        """The memo key of a call in run ``run_id``; ``None`` when it cannot be remembered exactly.
+
+        The contract's hash is part of it, so a changed contract never answers
+        from what the old one remembered. ``echo`` as in ``validate_args``: args
+        that do not pass are keyed apart from every call that does.
+        """
+        tool = self._tools.lookup(name)
+        if isinstance(tool, str):
+            return cache_key(name, args, "", run_id)
+        key: Hashable | None = tool.keyed(args, echo, run_id)
+        if key is REFUSED:  # never remembered: keyed as any value would be
+            return cache_key(name, args, tool.hash, run_id)
+        return key
+
+    def validate_args(self, name: object, args: object,
+                      echo: Mapping[str, object] | None = None) -> str:
+        """``""`` if ``fn(**args)`` may run, otherwise one reason naming a real defect.
+
+        ``echo`` holds the values the model was given for the contract's echo
+        arguments (a request id); each must come back verbatim.
+        """
+        tool = self._tools.lookup(name)
+        if isinstance(tool, str):
+            return tool
+        snapshot = tool.snapshot(args, echo)
+        return snapshot if type(snapshot) is str else ""
+
+    def validate_result(self, name: object, value: object) -> str:
+        """``""`` if ``value`` keeps the return contract, else shape, empty, too_big or range.
+
+        A name with no valid entry gives ``unknown_tool`` or ``bad_contract``.
+        """
+        tool = self._tools.lookup(name)
+        if isinstance(tool, str):
+            return tool
+        reason = tool.result_reason(value)
+        return "" if reason == UNDECLARED else reason
+
+    def approve(self, name: str, args: Mapping[str, Any], by: str = "", *, run_id: str = "",
+                step_id: str = "") -> Approval:
+        """An approval of calling ``name`` with exactly ``args`` (as shown to the approver).
+
+        ``run_id`` and ``step_id`` narrow it to that step; by default any step
+        with the same arguments is covered.
+        """
+        # Digested as the gate digests a call: from the dict's own storage, as a plain copy.
+        plain = plain_dict(args) if isinstance(args, dict) else args
+        return Approval(name, digest(plain), by, run_id, step_id)
+
+    def idempotency_key(self, name: str, args: object, run_id: str, step_id: str) -> str | None:
+        """The key a write is stored under: run id, step id, tool and its business key.
+
+        The business key is a digest of the contract's ``key_args`` (all args if
+        it names none), so a sensitive order id never appears in the store's keys.
+        ``None`` for a tool that is not a valid write or for args that do not pass.
+        """
+        tool = self._tools.lookup(name)
+        if isinstance(tool, str) or not tool.writes:
+            return None
+        if not isinstance(args, dict):
+            return None
+        # The key is a digest of values: a plain copy digests as the checked snapshot does.
+        snapshot = plain_dict(args)
+        return write_key(name, tool.contract.key_args, snapshot,
+                         digest(snapshot), run_id, step_id)

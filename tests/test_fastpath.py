@@ -1,0 +1,163 @@
+"""The compiled read (``_fastpath``) answers exactly as the general chain of steps does.
+
+A caller in the gate's own scope takes the compiled read; the same call with
+its scope given explicitly takes the general steps (``prepare``, ``run_sync``,
+``conclude``). The general steps are the oracle: on any table, any call and
+any returned value, both answer the same envelope and model answer, count
+the same, and remember the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agtool import DEFAULT_SCOPE, Gate
+from agtool.tools import TOOLS
+from strategies import any_calls, bad_results, contract_tables, valid_results
+
+Table = dict[str, dict[str, Any]]
+
+
+def _answering(value: object, seen: list[dict[str, Any]]) -> Callable[..., Any]:
+    def body(**args: Any) -> Any:
+        seen.append(args)
+        return copy.deepcopy(value)
+    return body
+
+
+def _answering_async(value: object, seen: list[dict[str, Any]]) -> Callable[..., Any]:
+    async def body(**args: Any) -> Any:
+        seen.append(args)
+        return copy.deepcopy(value)
+    return body
+
+
+@st.composite
+def _cases(draw: st.DrawFn) -> tuple[Table, object, object, object]:
+    """A table, one call on it (of any sort), and what its tool's body answers."""
+    table = draw(contract_tables(side_effects=False))
+    name = draw(st.sampled_from(sorted(table)))
+    result = draw(valid_results(table, name)
+                  | bad_results(table, name).map(lambda bad: bad.value) | st.none())
+    _, args = draw(any_calls({name: table[name]}))
+    return table, name, args, result
+
+
+def _with_body(table: Table, name: object, body: Callable[..., Any]) -> Table:
+    return {tool: {**entry, "fn": body} if tool == name else dict(entry)
+            for tool, entry in table.items()}
+
+
+def _without_request_id(answer: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in answer.items() if key != "request_id"}
+
+
+@given(_cases())
+def test_compiled_read_answers_and_counts_as_the_general_steps(
+        case: tuple[Table, object, object, object]) -> None:
+    table, name, args, result = case
+    compiled_runs: list[dict[str, Any]] = []
+    general_runs: list[dict[str, Any]] = []
+    compiled = Gate(_with_body(table, name, _answering(result, compiled_runs)))
+    general = Gate(_with_body(table, name, _answering(result, general_runs)))
+    scope = DEFAULT_SCOPE
+    for _ in range(2):  # the second call of a remembered value is a hit on both paths
+        assert compiled.call_tool(name, args) == general.call_tool(name, args, scope=scope)
+        assert _without_request_id(compiled.call_for_model(name, args)) == \
+            _without_request_id(general.call_for_model(name, args, scope=scope))
+    assert compiled_runs == general_runs  # the bodies ran as often, on the same args
+    if isinstance(name, str):
+        assert compiled.stats(name) == general.stats(name)
+    assert sorted(map(repr, compiled.cache)) == sorted(map(repr, general.cache))
+
+
+@given(_cases())
+def test_compiled_async_read_answers_and_counts_as_the_general_steps(
+        case: tuple[Table, object, object, object]) -> None:
+    table, name, args, result = case
+    compiled_runs: list[dict[str, Any]] = []
+    general_runs: list[dict[str, Any]] = []
+    compiled = Gate(_with_body(table, name, _answering_async(result, compiled_runs)))
+    general = Gate(_with_body(table, name, _answering_async(result, general_runs)))
+
+    async def both() -> None:
+        for _ in range(2):
+            assert await compiled.acall_tool(name, args) == \
+                await general.acall_tool(name, args, scope=DEFAULT_SCOPE)
+            assert _without_request_id(await compiled.acall_for_model(name, args)) == \
+                _without_request_id(await general.acall_for_model(name, args,
+                                                                  scope=DEFAULT_SCOPE))
+
+    asyncio.run(both())
+    assert compiled_runs == general_runs
+    if isinstance(name, str):
+        assert compiled.stats(name) == general.stats(name)
+
+
+def test_only_a_plain_read_in_the_gates_scope_is_compiled() -> None:
+    """Writes, approvals, timeouts and tools outside the gate's scope take the general steps."""
+    entry = TOOLS["stock_lookup"]
+    table = {"read": entry, "timed": {**entry, "timeout": 1.0},
+             "private": {**entry, "risk": "read_sensitive"},
+             "write": {**entry, "effect": "write", "risk": "reversible_write"},
+             "approved": {**entry, "effect": "write", "risk": "external_effect"}}
+    tools = Gate(table, scope=set(DEFAULT_SCOPE) | {"reversible_write", "external_effect"})._tools
+    compiled = {name: tools.lookup(name).fast is not None  # type: ignore[union-attr]
+                for name in table}
+    assert compiled == {"read": True, "timed": False, "private": False, "write": False,
+                        "approved": False}
+
+
+def test_a_remembered_value_past_its_time_is_dropped_and_counted_on_the_compiled_read() -> None:
+    now = [0.0]
+    gate = Gate({"stock_lookup": {**TOOLS["stock_lookup"], "ttl": 10}}, clock=lambda: now[0])
+    args = {"sku": "A100", "region": "seoul", "limit": 1}
+    first = gate.call_tool("stock_lookup", args)
+    now[0] = 9.5
+    assert gate.call_tool("stock_lookup", args) == first
+    now[0] = 10.0
+    assert gate.call_tool("stock_lookup", args) == first
+    stats = gate.stats("stock_lookup")
+    assert (stats.runs, stats.hits, stats.expired) == (2, 1, 1)
+    assert len(gate.cache) == 1
+
+
+@pytest.mark.parametrize("mutate", [
+    pytest.param(lambda value: value["rows"].append({"store": "X", "count": 1}), id="append"),
+    pytest.param(lambda value: value["rows"][0].update(count=999), id="nested"),
+    pytest.param(lambda value: value.update(sku="Z"), id="top"),
+])
+def test_what_a_caller_does_to_a_compiled_reads_value_stays_with_the_caller(
+        mutate: Callable[[dict[str, Any]], None]) -> None:
+    gate = Gate(TOOLS)
+    args = {"sku": "A100", "region": "seoul", "limit": 2}
+    expected = copy.deepcopy(gate.call_tool("stock_lookup", args))
+    for _ in range(2):
+        mutate(gate.call_tool("stock_lookup", args)["value"])  # two hits, two fresh copies
+    assert gate.call_tool("stock_lookup", args) == expected
+
+
+@given(_cases())
+def test_cache_key_is_the_key_the_call_is_remembered_under(
+        case: tuple[Table, object, object, object]) -> None:
+    """One compiled check-and-key gives the key of the composed steps, and it is the memo's."""
+    table, name, args, result = case
+    gate = Gate(_with_body(table, name, _answering(result, [])))
+    key = gate.cache_key(name, args)  # type: ignore[arg-type]
+    tool = gate._tools.lookup(name)
+    if not isinstance(tool, str):
+        snapshot = tool.snapshot(args, None)
+        if not isinstance(snapshot, str):
+            assert key == tool.key_of(snapshot, None)
+    envelope = gate.call_tool(name, args)
+    if envelope["ok"] and key is not None:
+        assert key in gate.cache
+    else:
+        assert key not in gate.cache
