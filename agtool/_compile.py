@@ -153,6 +153,7 @@ class Emitter:
     def result_check(self, specs: Mapping[str, Spec], var: str, exact: str, indent: int) -> None:
         """Check a returned ``var``; ``exact`` is left true if every part of it is declared."""
         self.results = True
+        self.closed = True  # whatever the args check before it found
         self._reason = lambda check: repr(_RESULT_REASON[check])
         self.emit(indent, f"{exact} = True")
         self._exact = exact
@@ -270,12 +271,19 @@ class Emitter:
             declared += [f"({field} is not MISSING)" for field in optional]
             self.emit(indent, f"if len({var}) != {' + '.join(declared)}:")
             self.emit(indent + 1, f"{self._exact} = False")
+            # A key that only compares like a declared name would be shared by every copy.
+            key = self.fresh("k")
+            self.emit(indent, f"elif {self._exact}:")
+            self.emit(indent + 1, f"for {key} in {var}:")
+            self.emit(indent + 2, f"if type({key}) is not str:")
+            self.emit(indent + 3, f"{self._exact} = False")
 
     def required(self, var: str, key: str, field: str, indent: int) -> None:
         """Read a required key; a missing one fails the check."""
         if self.results:
-            # A missing key raises here, and whatever raises in a result check is a bad shape.
-            self.emit(indent, f"{field} = {var}[{key!r}]")
+            # .get, not a subscript: a subclass's __missing__ would make up a value.
+            self.emit(indent, f"{field} = {var}.get({key!r}, MISSING)")
+            self.guard(indent, f"{field} is MISSING", "missing")
             return
         # Arguments are read from the snapshot, a plain dict: only a missing key raises.
         self.emit(indent, "try:")

@@ -45,7 +45,9 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
     an awaitable. ``ttl`` 0 is a read never remembered.
     """
     answers = _Answers(outcome)
-    emitter = Emitter(lambda reason: f"counts.blocked += 1; return {answers.refused(reason)}")
+    # The answer is made before it is counted: a reason that raises is counted once, below.
+    emitter = Emitter(lambda reason: f"answer = {answers.refused(reason)}; "
+                                     "counts.blocked += 1; return answer")
     emitter.names.update(
         counts=counts, memo_get=memo.get, memo_put=memo.put, memo_entries_get=memo.entries.get,
         memo_touch=memo.entries.move_to_end, memo_clock=memo.clock, fn=contract.fn,
@@ -72,14 +74,17 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
     if is_async:
         emit(2, "if type(result) is Coroutine or isawaitable(result):")
         emit(3, "result = await result")
+    else:
+        emit(2, "handed = type(result) is not dict and isawaitable(result)")
     emit(1, "except Exception as exc:")
     emit(2, f"return raised(snapshot, exc){answers.envelope_of}")
     if not is_async:
-        emit(1, "if type(result) is not dict and isawaitable(result):")
+        emit(1, "if handed:")
         emit(2, "counts.runs -= 1  # counted again where it is run")
         emit(2, f"return handed_back(snapshot, key, result){answers.envelope_of}")
 
-    emitter.fail = lambda reason: f"counts.bad_results += 1; return {answers.bad(reason)}"
+    emitter.fail = lambda reason: f"answer = {answers.bad(reason)}; counts.bad_results += 1; " \
+                                  "return answer"
     emit(1, "try:")
     emitter.result_check(contract.returns, "result", "exact", 2)
     emit(1, "except Exception:  # a value whose own methods raise has no shape to trust")
@@ -125,13 +130,15 @@ def compile_key_call(contract: ToolContract, version: str) -> Callable[..., Any]
     emitter.emit(1, "except Exception:")
     emitter.emit(2, "return REFUSED")
     emitter.emit(1, "snapshot = value")
-    _emit_key(emitter, contract, version)
+    _emit_key(emitter, contract, version, "hash(key)")
     emitter.emit(1, "return key")
     keyed: Callable[..., Any] = emitter.build("keyed", "value, echo, run_id")
     return keyed
 
 
-def _emit_key(emitter: Emitter, contract: ToolContract, version: str) -> None:
+def _emit_key(emitter: Emitter, contract: ToolContract, version: str, use: str) -> None:
+    """``key``, or ``None``; ``use`` is the first thing done with it, inside the same ``try``
+    (a run_id that cannot be hashed fails there, and the call is then not remembered)."""
     expression, spoilable, names = key_source(contract.name, version, contract.args)
     emitter.names.update(names)
     emit = emitter.emit
@@ -140,27 +147,26 @@ def _emit_key(emitter: Emitter, contract: ToolContract, version: str) -> None:
     if spoilable:
         emit(2, "if KEY_NONE in key:")
         emit(3, "key = None")
+    emit(2, use)
     emit(1, "except Exception:  # a value nobody can key is simply not remembered")
-    emit(2, "key = None")
+    emit(2, "key = entry = None")
 
 
 def _emit_memo(emitter: Emitter, contract: ToolContract, version: str,
                answers: _Answers) -> None:
-    _emit_key(emitter, contract, version)
-    emit = emitter.emit
     # Memo.get, read in place: a hit is the call this path exists for.
-    emit(1, "if key is not None:")
-    emit(2, "entry = memo_entries_get(key)")
-    emit(2, "if entry is not None:")
-    emit(3, "if entry[1] > memo_clock():")
-    emit(4, "try:")
-    emit(5, "memo_touch(key)")
-    emit(4, "except KeyError:  # dropped by another thread since: still the value it held")
-    emit(5, "pass")
-    emit(4, "counts.hits += 1")
-    emit(4, "frozen = entry[0]")
-    emit(4, f"return {answers.ok('frozen[1](frozen[0])', 'HIT')}")
-    emit(3, "memo_get(key)  # past its time: dropped, and counted as expired")
+    _emit_key(emitter, contract, version, "entry = None if key is None else memo_entries_get(key)")
+    emit = emitter.emit
+    emit(1, "if entry is not None:")
+    emit(2, "if entry[1] > memo_clock():")
+    emit(3, "try:")
+    emit(4, "memo_touch(key)")
+    emit(3, "except KeyError:  # dropped by another thread since: still the value it held")
+    emit(4, "pass")
+    emit(3, "counts.hits += 1")
+    emit(3, "frozen = entry[0]")
+    emit(3, f"return {answers.ok('frozen[1](frozen[0])', 'HIT')}")
+    emit(2, "memo_get(key)  # past its time: dropped, and counted as expired")
 
 
 class _Answers:

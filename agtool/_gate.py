@@ -170,6 +170,12 @@ class Gate(Queries):
         "message", "details"}, "request_id"}`` (see ``model_error``).
         """
         found = self._tools.lookup(name)
+        if scope is None and not dry_run and self.records is None and not isinstance(found, str):
+            fast = found.fast_outcome
+            # As in call_tool: nobody records this call, so it is its compiled steps alone.
+            if fast is not None and not records_log.isEnabledFor(_INFO):
+                return model_answer(fast(args, echo, run_id), found.contract, args,
+                                    f"{self._id_prefix}{next(self._ids)}", found.redacts)
         request_id, started = self._start()
         outcome = call_sync(self._runtime, found, args, echo, scope, run_id, step_id, approvals,
                             dry_run)
@@ -222,7 +228,9 @@ class Gate(Queries):
         latency_ms = (time.perf_counter() - started) * 1000
         tool = None if isinstance(found, str) else found
         try:
-            record_call(self.records, request_id, name, "" if tool is None else tool.hash,
+            record_call(self.records, request_id,
+                        shown_tool(name) if tool is None else tool.shown_name,
+                        "" if tool is None else tool.hash,
                         tool.contract if tool is not None and tool.redacts_args else None,
                         error_code(outcome.envelope["error"]), outcome, latency_ms)
         except Exception:

@@ -200,12 +200,13 @@ def _record_digest(redact: ToolContract | None, args: dict[str, Any]) -> str:
     return digest(value)
 
 
-def record_call(sink: RecordSink | None, request_id: str, name: object, contract_hash: str,
+def record_call(sink: RecordSink | None, request_id: str, tool: str, contract_hash: str,
                 redact: ToolContract | None, code: str, outcome: Outcome,
                 latency_ms: float) -> None:
     """Record one gated call: a ``CallRecord`` to ``agtool.calls`` at INFO and to ``sink``.
 
-    ``contract_hash`` is the called tool's (``""`` for a name with no valid
+    ``tool`` is the called name as a record shows it (``shown_tool``),
+    ``contract_hash`` the tool's (``""`` for a name with no valid
     contract), ``redact`` its contract when it marks arguments sensitive,
     ``code`` the model-facing code of the reason. Only checked args
     (``outcome.args``) are digested, so a refusal costs nothing in the size of
@@ -214,7 +215,6 @@ def record_call(sink: RecordSink | None, request_id: str, name: object, contract
     envelope = outcome.envelope
     reason = envelope["error"]
     args = outcome.args
-    tool = shown_tool(name)
     # In sorted order, as a JSON line lists them: a JsonLinesSink writes this dict as it is.
     fields = {
         "args_digest": "" if args is None else _record_digest(redact, args),

@@ -44,6 +44,7 @@ from ._reasons import (
     WRITE_IN_PROGRESS,
     WRITE_NO_KEY,
     WRITE_STORE,
+    shown,
 )
 from ._records import contract_hash, digest, redact_args
 from ._run import LOOP_RUNNING, TIMED_OUT, await_body, finish_here, is_async_body, run_body, within
@@ -80,7 +81,8 @@ class Tool:
     __slots__ = ("afast", "afast_outcome", "args", "check_args", "check_result", "contract",
                  "copy_result", "counts", "entry", "fast", "fast_outcome", "fn", "hash",
                  "in_gate_scope", "is_async", "key_of", "keyed", "name", "needs_approval",
-                 "redacts", "redacts_args", "returns", "risk", "timeout", "ttl", "writes")
+                 "redacts", "redacts_args", "returns", "risk", "shown_name", "timeout", "ttl",
+                 "writes")
 
     def __init__(self, entry: Mapping[str, Any], contract: ToolContract, counts: Counts,
                  scope: frozenset[str], runtime: Runtime) -> None:
@@ -90,6 +92,7 @@ class Tool:
         self.returns = entry["returns"]
         self.contract = contract
         self.name = contract.name
+        self.shown_name = shown(contract.name)  #: the name as records show it
         self.counts = counts
         self.hash = contract_hash(contract)
         self.check_args = compile_arg_check(contract.args)
@@ -259,9 +262,11 @@ def _memo_key(tool: Tool, snapshot: dict[str, Any], run_id: object) -> Hashable 
     if tool.ttl <= 0:
         return None
     try:
-        return tool.key_of(snapshot, run_id)
+        key = tool.key_of(snapshot, run_id)
+        hash(key)  # a run_id that cannot be hashed: no key
     except Exception:  # a value nobody can key is simply not remembered
         return None
+    return key
 
 
 def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:

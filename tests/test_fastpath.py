@@ -10,6 +10,7 @@ the same, and remember the same.
 from __future__ import annotations
 
 import asyncio
+import collections
 import copy
 from collections.abc import Callable
 from typing import Any
@@ -78,6 +79,7 @@ def test_compiled_read_answers_and_counts_as_the_general_steps(
     assert sorted(map(repr, compiled.cache)) == sorted(map(repr, general.cache))
 
 
+@pytest.mark.slow
 @given(_cases())
 def test_compiled_async_read_answers_and_counts_as_the_general_steps(
         case: tuple[Table, object, object, object]) -> None:
@@ -161,3 +163,111 @@ def test_cache_key_is_the_key_the_call_is_remembered_under(
         assert key in gate.cache
     else:
         assert key not in gate.cache
+
+
+# -- the review's cases: each was a difference between the two paths, or a raise ---------------
+
+def _both(table: Table) -> tuple[Gate, Gate, dict[str, Any]]:
+    """A gate whose calls take the compiled read, one whose calls take the general steps."""
+    return Gate(table), Gate(table), {"scope": DEFAULT_SCOPE}
+
+
+def _one_tool(body: Callable[..., Any], returns: dict[str, Any],
+              args: dict[str, Any] | None = None) -> Table:
+    return {"t": {"fn": body, "args": args or {"q": {"type": "str"}}, "returns": returns}}
+
+
+_COUNT = {"count": {"type": "int"}}
+_ROWS = {"rows": {"type": "list", "item": {"id": {"type": "int"}, "n": {"type": "int"}}}}
+
+
+@pytest.mark.parametrize(("made_up", "returns"), [
+    pytest.param(lambda: collections.Counter(), _COUNT, id="Counter"),
+    pytest.param(lambda: collections.defaultdict(int), _COUNT, id="defaultdict"),
+    pytest.param(lambda: {"rows": [collections.Counter(id=0)]}, _ROWS, id="Counter-item"),
+])
+def test_a_dict_that_makes_up_missing_keys_is_not_a_value_with_them(
+        made_up: Callable[[], Any], returns: dict[str, Any]) -> None:
+    """A subclass's ``__missing__`` answers for a key it lacks: the check must not ask it."""
+    returned: list[Any] = []
+
+    def body(q: str) -> Any:
+        returned.append(made_up())
+        return returned[-1]
+
+    compiled, general, scope = _both(_one_tool(body, returns))
+    for gate, kwargs in ((compiled, {}), (general, scope)):
+        assert gate.call_tool("t", {"q": "a"}, **kwargs)["error"] == "result:shape"
+    assert returned == [made_up(), made_up()]  # and the check wrote no made-up key into them
+
+
+def test_a_key_that_only_compares_like_a_name_is_never_shared_by_two_hits() -> None:
+    class Key(str):
+        pass
+
+    def body(q: str) -> dict[Any, Any]:
+        key = Key("count")
+        key.seen = []  # type: ignore[attr-defined]
+        return {key: 1}
+
+    compiled, general, scope = _both(_one_tool(body, {"count": {"type": "int"}}))
+    for gate, kwargs in ((compiled, {}), (general, scope)):
+        gate.call_tool("t", {"q": "a"}, **kwargs)
+        first = gate.call_tool("t", {"q": "a"}, **kwargs)["value"]
+        next(iter(first)).seen.append("changed by the first caller")
+        second = gate.call_tool("t", {"q": "a"}, **kwargs)["value"]
+        assert next(iter(second)).seen == []
+        assert gate.stats("t").hits == 2
+
+
+class _Unreadable:
+    """A value whose ``__class__`` raises: even asking whether it is awaitable fails."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        raise ValueError("no class")
+
+
+def test_a_value_that_cannot_be_asked_if_it_is_awaitable_is_a_raised_body() -> None:
+    table = _one_tool(lambda q: _Unreadable(), {"count": {"type": "int"}})
+    kept: list[Any] = []
+    for gate in (Gate(table), Gate(table, records=kept.append)):
+        assert gate.call_tool("t", {"q": "a"})["error"] == "raised:ValueError"
+        assert gate.call_for_model("t", {"q": "a"})["error"]["code"] == "INTERNAL"
+        assert gate.call_tool("t", {"q": "a"}, scope=DEFAULT_SCOPE)["error"] == \
+            "raised:ValueError"
+        assert gate.stats("t").raised == 3
+    assert len(kept) == 3
+
+
+def test_an_open_argument_does_not_change_how_a_closed_result_is_kept() -> None:
+    args = {"q": {"type": "str"}, "opts": {"type": "dict", "required": False}}
+    table = _one_tool(lambda q, opts=None: {"n": [1, 2]},
+                      {"n": {"type": "list", "item": {"type": "int"}}}, args)
+    compiled, general, scope = _both(table)
+    compiled.call_tool("t", {"q": "a"})
+    general.call_tool("t", {"q": "a"}, **scope)
+    [(_, (compiled_frozen, _, _))] = compiled.cache.entries.items()
+    [(_, (general_frozen, _, _))] = general.cache.entries.items()
+    assert compiled_frozen[1].__name__ == general_frozen[1].__name__ == "copy_result"
+
+
+@pytest.mark.parametrize("run_id", [["a"], {"a": 1}, {"a"}], ids=["list", "dict", "set"])
+def test_a_run_id_that_cannot_be_hashed_is_a_call_not_remembered(run_id: Any) -> None:
+    body = Counting()
+    compiled, general, scope = _both(_one_tool(body, {"count": {"type": "int"}}))
+    for gate, kwargs in ((compiled, {}), (general, scope)):
+        for _ in range(2):
+            assert gate.call_tool("t", {"q": "a"}, run_id=run_id, **kwargs)["ok"]
+            assert gate.cache_key("t", {"q": "a"}, run_id=run_id) is None
+    assert body.runs == 4
+    assert len(compiled.cache) == len(general.cache) == 0
+
+
+class Counting:
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def __call__(self, q: str) -> dict[str, Any]:
+        self.runs += 1
+        return {"count": self.runs}

@@ -1011,8 +1011,8 @@ def record_as_gate(sink: Any, request_id: str, name: object,
                    latency_ms: float) -> None:
     """``record_call`` as the gate calls it for a tool with ``contract``."""
     redact = contract if contract is not None and marks_sensitive(contract.args) else None
-    record_call(sink, request_id, name, "" if contract is None else contract_hash, redact,
-                error_code(outcome.envelope["error"]), outcome, latency_ms)
+    record_call(sink, request_id, shown_tool(name), "" if contract is None else contract_hash,
+                redact, error_code(outcome.envelope["error"]), outcome, latency_ms)
 
 
 def same_record(one: CallRecord, other: CallRecord) -> bool:

@@ -13,6 +13,9 @@ from agtool import RESULT_CHECKS, tools
 from agtool._cli import main as agtool_main
 from reports._reference import BAD_REGION_ORDER, EMPTY_ORDER, REFUSED_CALLS
 
+# slow: every test here reads one report built from real runs (harness and bench), 4 to 5 s.
+pytestmark = pytest.mark.slow
+
 HEADINGS = [
     "## 도구 계약을 어디에 적었나",
     "## 부르기 전에 무엇을 막았나",
@@ -146,7 +149,6 @@ def test_check_ignores_the_benchmark_but_not_a_missing_file(
     assert reports.main(["--check", "--out", str(tmp_path), "--quiet"]) == 1
 
 
-@pytest.mark.slow
 def test_agtool_report_delegates_to_the_report(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """`agtool report --out DIR` writes the same two files as `python -m reports`."""
