@@ -180,6 +180,7 @@ def test_strategies_all_is_exactly_its_public_names() -> None:
 # --- valid draws ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("label", "name"), TOOL_CASES)
 @given(data=st.data())
 def test_valid_args_keep_the_contract(label: str, name: str, data: st.DataObject) -> None:
@@ -190,6 +191,7 @@ def test_valid_args_keep_the_contract(label: str, name: str, data: st.DataObject
     assert Gate(table).validate_args(name, args, echo_values(table, name, args)) == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("label", "name"), TOOL_CASES)
 @given(data=st.data())
 def test_valid_results_keep_the_return_contract(label: str, name: str,
