@@ -23,23 +23,24 @@ from collections.abc import Callable
 from inspect import isawaitable
 from typing import Any
 
-from ._compile import Emitter, compile_copy
+from ._compile import Emitter
 from ._contract import ToolContract
 from ._memo import Memo, freeze, key_source
 from ._outcome import ANSWERED, HIT, Outcome
 from ._reasons import NOT_OBJECT, SHAPE
 from ._stats import Counts
 
-__all__ = ["REFUSED", "compile_key_call", "compile_read"]
+__all__ = ["compile_read"]
 
 Fallback = Callable[..., Any]
 
 
 def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Memo, ttl: float,
-                 *, is_async: bool, outcome: bool, raised: Fallback,
-                 handed_back: Fallback) -> Callable[..., Any]:
+                 copy_result: Callable[[Any], Any] | None, *, is_async: bool, outcome: bool,
+                 raised: Fallback, handed_back: Fallback) -> Callable[..., Any]:
     """``fast(args, echo, run_id)`` for a plain read: its envelope, or its ``Outcome``.
 
+    ``copy_result`` is the contract's ``compile_copy``, or ``None``.
     ``raised(snapshot, exc)`` answers the ``Outcome`` of a body that raised,
     ``handed_back(snapshot, key, value)`` that of a sync body that handed back
     an awaitable. ``ttl`` 0 is a read never remembered.
@@ -51,7 +52,7 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
     emitter.names.update(
         counts=counts, memo_get=memo.get, memo_put=memo.put, memo_entries_get=memo.entries.get,
         memo_touch=memo.entries.move_to_end, memo_clock=memo.clock, fn=contract.fn,
-        freeze=freeze, TTL=ttl, COPY=compile_copy(contract.returns), raised=raised,
+        freeze=freeze, TTL=ttl, COPY=copy_result, raised=raised,
         handed_back=handed_back, isawaitable=isawaitable, Coroutine=types.CoroutineType,
         NEW=tuple.__new__, Outcome=Outcome, HIT=HIT, ANSWERED=ANSWERED)
     emit = emitter.emit
@@ -91,54 +92,18 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
     emit(2, emitter.fail(repr(SHAPE)))
     if remembers:
         emit(1, "if key is not None:")
-        depth = 2
-        if emitter.names["COPY"] is not None:  # freeze's own first case, in place
-            emit(2, "if exact:")
-            emit(3, "memo_put(key, (COPY(result), COPY), TTL, counts)")
-            emit(2, "else:")
-            depth = 3
-        emit(depth, "frozen = freeze(result, True)")
-        emit(depth, "if frozen is not None:")
-        emit(depth + 1, "memo_put(key, frozen, TTL, counts)")
+        emit(2, "frozen = freeze(result, not exact, COPY)")
+        emit(2, "if frozen is not None:")
+        emit(3, "memo_put(key, frozen, TTL, counts)")
     emit(1, f"return {answers.ok('result', 'ANSWERED')}")
     fast: Callable[..., Any] = emitter.build("fast", "value, echo, run_id",
                                              asynchronous=is_async)
     return fast
 
 
-class _Refused:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "REFUSED"
-
-
-#: What ``compile_key_call``'s function answers for args that do not pass their check.
-REFUSED: Any = _Refused()
-
-
-def compile_key_call(contract: ToolContract, version: str) -> Callable[..., Any]:
-    """``keyed(args, echo, run_id)``: the memo key a call would be remembered under.
-
-    The same check and key as the compiled read; ``None`` for args that pass
-    but cannot be keyed exactly, ``REFUSED`` for args that do not pass.
-    """
-    emitter = Emitter(lambda reason: "return REFUSED")
-    emitter.names["REFUSED"] = REFUSED
-    emitter.emit(1, "try:")
-    emitter.arg_check(contract.args, "value", 2)
-    emitter.emit(1, "except Exception:")
-    emitter.emit(2, "return REFUSED")
-    emitter.emit(1, "snapshot = value")
-    _emit_key(emitter, contract, version, "hash(key)")
-    emitter.emit(1, "return key")
-    keyed: Callable[..., Any] = emitter.build("keyed", "value, echo, run_id")
-    return keyed
-
-
-def _emit_key(emitter: Emitter, contract: ToolContract, version: str, use: str) -> None:
-    """``key``, or ``None``; ``use`` is the first thing done with it, inside the same ``try``
-    (a run_id that cannot be hashed fails there, and the call is then not remembered)."""
+def _emit_memo(emitter: Emitter, contract: ToolContract, version: str,
+               answers: _Answers) -> None:
+    """The key (``key_of``'s source) and the memo lookup (``Memo.get``, read in place)."""
     expression, spoilable, names = key_source(contract.name, version, contract.args)
     emitter.names.update(names)
     emit = emitter.emit
@@ -147,16 +112,10 @@ def _emit_key(emitter: Emitter, contract: ToolContract, version: str, use: str) 
     if spoilable:
         emit(2, "if KEY_NONE in key:")
         emit(3, "key = None")
-    emit(2, use)
+    # Looked up inside the try: a run_id that cannot be hashed fails here, and is not kept.
+    emit(2, "entry = None if key is None else memo_entries_get(key)")
     emit(1, "except Exception:  # a value nobody can key is simply not remembered")
     emit(2, "key = entry = None")
-
-
-def _emit_memo(emitter: Emitter, contract: ToolContract, version: str,
-               answers: _Answers) -> None:
-    # Memo.get, read in place: a hit is the call this path exists for.
-    _emit_key(emitter, contract, version, "entry = None if key is None else memo_entries_get(key)")
-    emit = emitter.emit
     emit(1, "if entry is not None:")
     emit(2, "if entry[1] > memo_clock():")
     emit(3, "try:")

@@ -13,7 +13,6 @@ from typing import Any
 from ._authority import Approval
 from ._compile import UNDECLARED, plain_dict
 from ._contract import ToolContract
-from ._fastpath import REFUSED
 from ._lookup import Registry
 from ._memo import cache_key
 from ._records import digest
@@ -60,10 +59,10 @@ class Queries:
         tool = self._tools.lookup(name)
         if isinstance(tool, str):
             return cache_key(name, args, "", run_id)
-        key: Hashable | None = tool.keyed(args, echo, run_id)
-        if key is REFUSED:  # never remembered: keyed as any value would be
+        snapshot = tool.snapshot(args, echo)
+        if isinstance(snapshot, str):  # never remembered: keyed as any value would be
             return cache_key(name, args, tool.hash, run_id)
-        return key
+        return tool.memo_key(snapshot, run_id)
 
     def validate_args(self, name: object, args: object,
                       echo: Mapping[str, object] | None = None) -> str:

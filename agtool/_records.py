@@ -14,17 +14,16 @@ import hashlib
 import io
 import json
 import logging
-import math
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from ._contract import Spec, ToolContract
-from ._memo import _ORJSON, cache_key
+from ._memo import cache_key
 from ._outcome import HIT, REPLAY, Outcome
 from ._reasons import shown
 
@@ -145,7 +144,14 @@ def digest(value: object) -> str:
     ``""`` for a value that cannot be written down (its own ``repr`` raises):
     such a digest matches no approval and keys no write.
     """
-    key = cache_key("", value if isinstance(value, dict) else {"": value})
+    return _hashed(_canonical_key(value), value)
+
+
+def _canonical_key(value: object) -> Hashable | None:
+    return cache_key("", value if isinstance(value, dict) else {"": value})
+
+
+def _hashed(key: Hashable | None, value: object) -> str:
     try:
         text = repr(key) if key is not None else "repr:" + repr(value)
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -159,11 +165,6 @@ def args_digest(contract: ToolContract | None, args: object) -> str:
 
 
 _INFO = logging.INFO
-#: The values a dict of args may hold for its digest to be taken from its orjson text alone.
-_PLAIN = frozenset({str, int, bool, type(None)})
-#: What ``digest`` hashes around the repr of a dict's orjson text: the rest of the repr
-#: of ``cache_key``'s key ``("", "", None, text)``.
-_HEAD, _TAIL = b"('', '', None, ", b")"
 #: Digests of recent args texts: a memo hit repeats its args, so it repeats their digest.
 #: Bounded, short texts only, and of redacted args only: never a sensitive value.
 _DIGESTS: dict[bytes, str] = {}
@@ -172,32 +173,24 @@ _DIGESTS_TEXT = 512
 
 
 def _record_digest(redact: ToolContract | None, args: dict[str, Any]) -> str:
-    """``args_digest(redact, args)`` for a checked snapshot, the short way when it can be.
+    """``args_digest(redact, args)`` for a checked snapshot, remembered for a short text.
 
-    A dict of JSON scalars is hashed as the same canonical text ``digest``
-    would build (``cache_key``'s orjson text inside the repr of the key),
-    without building the key; anything else takes ``args_digest``.
+    A dict of JSON scalars is keyed by its orjson text (``cache_key``), the
+    rest of its key being the same for every call: that text alone says
+    which digest it has.
     """
     value: object = args if redact is None else redact_args(redact, args)
-    if type(value) is dict:
-        for item in value.values():
-            kind = type(item)
-            if kind not in _PLAIN and (kind is not float or not math.isfinite(item)):
-                break
-        else:
-            try:
-                text = orjson.dumps(value, option=_ORJSON)
-            except orjson.JSONEncodeError:  # a huge int or a lone surrogate: the long way
-                return digest(value)
-            hexed = _DIGESTS.get(text)
-            if hexed is None:
-                hexed = hashlib.sha256(_HEAD + repr(text).encode() + _TAIL).hexdigest()
-                if len(text) <= _DIGESTS_TEXT:
-                    if len(_DIGESTS) >= _DIGESTS_SIZE:
-                        _DIGESTS.clear()
-                    _DIGESTS[text] = hexed
-            return hexed
-    return digest(value)
+    key = _canonical_key(value)
+    text = key[3] if isinstance(key, tuple) else None
+    if type(text) is not bytes or len(text) > _DIGESTS_TEXT:
+        return _hashed(key, value)
+    hexed = _DIGESTS.get(text)
+    if hexed is None:
+        hexed = _hashed(key, value)
+        if len(_DIGESTS) >= _DIGESTS_SIZE:
+            _DIGESTS.clear()
+        _DIGESTS[text] = hexed
+    return hexed
 
 
 def record_call(sink: RecordSink | None, request_id: str, tool: str, contract_hash: str,

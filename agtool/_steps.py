@@ -29,7 +29,7 @@ from ._answers import marks_sensitive, transport_failure
 from ._authority import Approval, approved, read_scope
 from ._compile import UNDECLARED, compile_arg_check, compile_copy, compile_result_check
 from ._contract import ToolContract
-from ._fastpath import compile_key_call, compile_read
+from ._fastpath import compile_read
 from ._memo import MISS, Memo, compile_key, freeze, thaw
 from ._outcome import HIT, PLAN, REPLAY, Outcome, failure, success
 from ._reasons import (
@@ -80,7 +80,7 @@ class Tool:
 
     __slots__ = ("afast", "afast_outcome", "args", "check_args", "check_result", "contract",
                  "copy_result", "counts", "entry", "fast", "fast_outcome", "fn", "hash",
-                 "in_gate_scope", "is_async", "key_of", "keyed", "name", "needs_approval",
+                 "in_gate_scope", "is_async", "key_of", "name", "needs_approval",
                  "redacts", "redacts_args", "returns", "risk", "shown_name", "timeout", "ttl",
                  "writes")
 
@@ -98,8 +98,6 @@ class Tool:
         self.check_args = compile_arg_check(contract.args)
         self.check_result = compile_result_check(contract.returns)
         self.key_of = compile_key(self.name, self.hash, contract.args)
-        #: ``keyed(args, echo, run_id)``: check and key in one step (``Gate.cache_key``).
-        self.keyed = compile_key_call(contract, self.hash)
         self.writes = contract.effect == "write"
         self.needs_approval = contract.needs_approval
         self.timeout = contract.timeout
@@ -121,6 +119,7 @@ class Tool:
                                        or self.timeout is not None):
             def compiled(outcome: bool) -> Callable[..., Any]:
                 return compile_read(contract, self.hash, counts, runtime.memo, self.ttl,
+                                    self.copy_result,
                                     is_async=self.is_async, outcome=outcome,
                                     raised=lambda snapshot, exc: _raised(
                                         runtime, Ready(self, snapshot, None, None), exc),
@@ -139,6 +138,15 @@ class Tool:
         except Exception:  # an object that cannot be read cleanly is not an object of args
             return NOT_OBJECT
         return snapshot
+
+    def memo_key(self, snapshot: dict[str, Any], run_id: object) -> Hashable | None:
+        """The memo key of a checked snapshot in run ``run_id``; ``None`` if it has none."""
+        try:
+            key = self.key_of(snapshot, run_id)
+            hash(key)  # a run_id that cannot be hashed: no key
+        except Exception:  # a value nobody can key is simply not remembered
+            return None
+        return key
 
     def result_reason(self, value: object) -> str:
         """``""``, ``UNDECLARED`` or the reason a returned value is refused."""
@@ -239,7 +247,7 @@ def prepare(runtime: Runtime, tool: Tool, args: object, echo: object,
             return Outcome(failure(WRITE_NO_KEY), args=snapshot)
         deadline = time.monotonic() + runtime.pending_wait
         return reclaim(runtime, Held(tool, snapshot, exact, key, deadline))
-    memo_key = _memo_key(tool, snapshot, run_id)
+    memo_key = tool.memo_key(snapshot, run_id) if tool.ttl > 0 else None
     if memo_key is not None:
         frozen = runtime.memo.get(memo_key)
         if frozen is not MISS:
@@ -256,17 +264,6 @@ def _authorize(tool: Tool, scope: Collection[str] | None) -> str:
     if levels is None:
         return AUTH_BAD_SCOPE
     return "" if tool.risk in levels else f"{AUTH_SCOPE}:{tool.risk}"
-
-
-def _memo_key(tool: Tool, snapshot: dict[str, Any], run_id: object) -> Hashable | None:
-    if tool.ttl <= 0:
-        return None
-    try:
-        key = tool.key_of(snapshot, run_id)
-        hash(key)  # a run_id that cannot be hashed: no key
-    except Exception:  # a value nobody can key is simply not remembered
-        return None
-    return key
 
 
 def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:

@@ -149,7 +149,7 @@ def test_what_a_caller_does_to_a_compiled_reads_value_stays_with_the_caller(
 @given(_cases())
 def test_cache_key_is_the_key_the_call_is_remembered_under(
         case: tuple[Table, object, object, object]) -> None:
-    """One compiled check-and-key gives the key of the composed steps, and it is the memo's."""
+    """cache_key is key_of of the checked snapshot, and the compiled read remembers under it."""
     table, name, args, result = case
     gate = Gate(_with_body(table, name, _answering(result, [])))
     key = gate.cache_key(name, args)  # type: ignore[arg-type]

@@ -828,10 +828,9 @@ def test_unexpected_arg_name_is_bounded_and_escaped_everywhere(
     assert body.count == 0
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_unknown_tool_name_is_bounded_and_escaped_everywhere(
-        name: str, caplog: pytest.LogCaptureFixture) -> None:
-    """An invented tool name is echoed escaped, cut to 64 chars + a marker: record, logs, model."""
+def called_unknown(name: object, caplog: pytest.LogCaptureFixture
+                   ) -> tuple[ListSink, dict[str, Any]]:
+    """Call ``name``, a tool no table has, through call_tool and call_for_model, logs at DEBUG."""
     caplog.set_level(logging.DEBUG, logger="agtool")
     sink = ListSink()
     gate = stock_gate(StockBody(), records=sink)
@@ -839,6 +838,14 @@ def test_unknown_tool_name_is_bounded_and_escaped_everywhere(
     answer = gate.call_for_model(name, VALID)
     assert_model_answer(answer)
     assert answer["error"]["code"] == "UNKNOWN_TOOL"
+    return sink, answer
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unknown_tool_name_is_bounded_and_escaped_everywhere(
+        name: str, caplog: pytest.LogCaptureFixture) -> None:
+    """An invented tool name is echoed escaped, cut to 64 chars + a marker: record, logs, model."""
+    sink, answer = called_unknown(name, caplog)
     for text in strings_in(answer):
         assert_echo_safe(text, name)
     assert len(sink.records) == 2
@@ -895,13 +902,7 @@ class ReprRaises:
 def test_name_whose_repr_raises_still_leaves_one_record(
         name: object, caplog: pytest.LogCaptureFixture) -> None:
     """A tool name that cannot be printed leaves one record per call and no error about it."""
-    caplog.set_level(logging.DEBUG, logger="agtool")
-    sink = ListSink()
-    gate = stock_gate(StockBody(), records=sink)
-    assert gate.call_tool(name, VALID) == refused("args:unknown_tool")
-    answer = gate.call_for_model(name, VALID)
-    assert_model_answer(answer)
-    assert answer["error"]["code"] == "UNKNOWN_TOOL"
+    sink, _ = called_unknown(name, caplog)
     assert len(sink.records) == 2
     for record in sink.records:
         assert isinstance(record.tool, str)
