@@ -15,6 +15,7 @@ the coroutine unstarted and the call is refused (``async:loop_running``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import threading
 from collections.abc import Awaitable, Callable
@@ -135,13 +136,17 @@ def within(seconds: float, work: Callable[[], _T]) -> _T | TimedOut:
 
     Python cannot stop a thread, so an overrunning body finishes in the
     background: a read's late value is dropped, a write's is stored by its key.
+    The body runs in a copy of the caller's context, as ``asyncio.to_thread``
+    runs it, so a context variable the caller set (a framework's current call,
+    a tracing span) is still set inside a timed body.
     """
     answered: list[_T] = []
     failed: list[BaseException] = []
+    context = contextvars.copy_context()
 
     def target() -> None:
         try:
-            answered.append(work())
+            answered.append(context.run(work))
         except BaseException as exc:  # handed to the caller's thread, as if run inline
             failed.append(exc)
 

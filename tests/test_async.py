@@ -7,6 +7,7 @@ runs inside the bodies, and builds expected values from the stock table itself.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import threading
 import warnings
@@ -179,6 +180,39 @@ def test_async_body_past_its_timeout_is_cancelled() -> None:
 
 
 # -- Sync bodies through acall_tool --------------------------------------------------------------
+
+CURRENT_CALL: contextvars.ContextVar[str] = contextvars.ContextVar("current_call",
+                                                                   default="unset")
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0], ids=["untimed", "timed"])
+@pytest.mark.parametrize("twin", ["call_tool", "acall_tool"])
+def test_a_sync_body_sees_the_callers_context_variables(twin: str, timeout: float | None) -> None:
+    """A sync body run in a worker thread (timed, or from acall_tool) still sees the context
+    variables its caller set, as it would inline: frameworks find their current call there."""
+    seen: list[str] = []
+
+    def body() -> dict[str, Any]:
+        seen.append(CURRENT_CALL.get())
+        return {}
+
+    entry: dict[str, Any] = {"fn": body, "args": {}, "returns": {}}
+    if timeout is not None:
+        entry["timeout"] = timeout
+    gate = Gate({"probe": entry}, memo_size=0)
+
+    async def acall() -> dict[str, Any]:
+        CURRENT_CALL.set("async caller")
+        return await gate.acall_tool("probe", {})
+
+    def call() -> dict[str, Any]:
+        CURRENT_CALL.set("sync caller")
+        return gate.call_tool("probe", {})
+
+    answer = asyncio.run(acall()) if twin == "acall_tool" else contextvars.copy_context().run(call)
+    assert answer["ok"], answer
+    assert seen == ["async caller" if twin == "acall_tool" else "sync caller"]
+
 
 def test_sync_body_runs_in_a_worker_thread_and_the_loop_keeps_running() -> None:
     """acall_tool runs a sync body off the loop's thread; a ticker task ticks while it waits."""
