@@ -22,12 +22,13 @@ from ._gate import Gate
 from ._jsonschema import to_json_schema
 from ._lc_answer import Caller, tool_message
 
-__all__ = ["GatedTool", "gated_tools"]
+__all__ = ["GatedTool", "gated_tool", "gated_tools"]
 
-#: The tool-call id and config of the run under way. LangChain hands ``run``
-#: both, but ``_run`` only the args: a ``config`` parameter on ``_run`` would
-#: be filled in over a model argument of that name.
-_CALL: ContextVar[tuple[object, object]] = ContextVar("agtool_lc_call", default=(None, None))
+#: The tool call (``None`` for bare args) and config of the invocation under way.
+#: LangChain hands ``_run`` only the args: a ``config`` parameter on ``_run``
+#: would be filled in over a model argument of that name.
+_CALL: ContextVar[tuple[dict[str, Any] | None, object]] = ContextVar(
+    "agtool_lc_call", default=(None, None))
 
 
 class GatedTool(BaseTool):
@@ -41,21 +42,25 @@ class GatedTool(BaseTool):
     gate: Gate
     caller: Caller = Caller()
 
-    def run(self, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
-        token = _CALL.set((kwargs.get("tool_call_id"), kwargs.get("config")))
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        call = input if _is_tool_call(input) else None
+        args = input if call is None else call.get("args")
+        token = _CALL.set((call, config))
         try:
-            if not isinstance(tool_input, dict):  # LangChain would raise: the gate refuses it
-                return self._answer(tool_input)
-            return super().run(tool_input, *args, **kwargs)
+            if not isinstance(args, dict):  # LangChain would raise: the gate refuses it
+                return self._answer(args)
+            return super().invoke(input, config, **kwargs)
         finally:
             _CALL.reset(token)
 
-    async def arun(self, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
-        token = _CALL.set((kwargs.get("tool_call_id"), kwargs.get("config")))
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        call = input if _is_tool_call(input) else None
+        args = input if call is None else call.get("args")
+        token = _CALL.set((call, config))
         try:
-            if not isinstance(tool_input, dict):
-                return await self._aanswer(tool_input)
-            return await super().arun(tool_input, *args, **kwargs)
+            if not isinstance(args, dict):
+                return await self._aanswer(args)
+            return await super().ainvoke(input, config, **kwargs)
         finally:
             _CALL.reset(token)
 
@@ -68,18 +73,25 @@ class GatedTool(BaseTool):
         return await self._aanswer(args)
 
     def _answer(self, args: object) -> Any:
-        call_id, config = _CALL.get()
+        call, config = _CALL.get()
+        call_id = None if call is None else call.get("id")
         scope, approvals, run_id = self.caller.for_call(config)
         answer = self.gate.call_for_model(self.name, args, scope=scope, run_id=run_id,
                                           step_id=_step(call_id), approvals=approvals)
-        return answer if call_id is None else tool_message(answer, call_id, self.name)
+        return answer if call is None else tool_message(answer, call_id, self.name)
 
     async def _aanswer(self, args: object) -> Any:
-        call_id, config = _CALL.get()
+        call, config = _CALL.get()
+        call_id = None if call is None else call.get("id")
         scope, approvals, run_id = self.caller.for_call(config)
         answer = await self.gate.acall_for_model(self.name, args, scope=scope, run_id=run_id,
                                                  step_id=_step(call_id), approvals=approvals)
-        return answer if call_id is None else tool_message(answer, call_id, self.name)
+        return answer if call is None else tool_message(answer, call_id, self.name)
+
+
+def _is_tool_call(value: object) -> bool:
+    """Whether a tool was invoked with a model's tool call (its id may be ``None``)."""
+    return isinstance(value, dict) and value.get("type") == "tool_call"
 
 
 def _step(call_id: object) -> str | None:
@@ -104,11 +116,20 @@ def gated_tools(gate: Gate, names: Iterable[str] | None = None, *,
     caller = Caller(scope, approvals, run_id)
     tools = []
     for name in gate.table if names is None else names:
-        contract = gate.contract(name)
-        if contract is None:
+        made = gated_tool(gate, name, caller)
+        if made is None:
             raise ValueError(f"{name!r} is not a valid tool of this gate's table")
-        schema = {key: value for key, value in to_json_schema(gate.table, name).items()
-                  if key != "$schema"}  # the provider fixes the dialect, as on export
-        tools.append(GatedTool(name=name, description=contract.description,
-                               args_schema=schema, gate=gate, caller=caller))
+        tools.append(made)
     return tools
+
+
+def gated_tool(gate: Gate, name: object, caller: Caller, description: str = ""
+               ) -> GatedTool | None:
+    """``name`` of ``gate``'s table as a ``GatedTool``; ``None`` if it has no valid entry."""
+    contract = gate.contract(name) if type(name) is str else None
+    if contract is None:
+        return None
+    schema = {key: value for key, value in to_json_schema(gate.table, contract.name).items()
+              if key != "$schema"}  # the provider fixes the dialect, as on export
+    return GatedTool(name=contract.name, description=contract.description or description,
+                     args_schema=schema, gate=gate, caller=caller)

@@ -343,6 +343,10 @@ def test_bare_invoke_answers_the_dict_and_names_are_checked() -> None:
     assert odd["error"]["details"]["reason"].startswith("args:unexpected:")
     for text in (search_tool.invoke("status=open"), asyncio.run(search_tool.ainvoke("x"))):
         assert text["error"]["details"]["reason"] == "args:not_object"  # LangChain would raise
+    listed = {"type": "tool_call", "id": "c9", "name": "search_tickets", "args": ["open", 1]}
+    for message in (search_tool.invoke(listed), asyncio.run(search_tool.ainvoke(listed))):
+        assert message.status == "error"
+        assert reason(message) == "args:not_object"
     with pytest.raises(ValueError, match="nope"):
         gated_tools(gate, ["nope"])
     with pytest.raises(TypeError, match=r"agtool\.Gate"):
@@ -765,7 +769,8 @@ def test_tool_node_args_that_are_not_an_object(gated: bool, args: Any) -> None:
     desk = Desk()
     bad = {"name": "search_tickets", "args": args, "id": "c1", "type": "tool_call"}
     builder = StateGraph(MessagesState)
-    builder.add_node("tools", gated_tool_node(Gate(desk.table), None if gated else desk.agent_tools()))
+    node = gated_tool_node(Gate(desk.table), None if gated else desk.agent_tools())
+    builder.add_node("tools", node)
     # As create_agent dispatches each call: a Send carrying the call itself.
     builder.add_conditional_edges(START, lambda state: [Send("tools", {
         "__type": "tool_call_with_context", "tool_call": bad, "state": state})])
@@ -787,3 +792,89 @@ def test_a_message_is_made_even_for_an_answer_with_no_json_form() -> None:
     assert message.status == "success"
     assert message.tool_call_id == "c1"
     assert "ok" in str(message.content)
+
+
+def test_middleware_shows_the_model_the_gates_schema() -> None:
+    """Behind GateMiddleware the model is bound with the table's schemas, and only its tools."""
+    desk = Desk()
+
+    @tool
+    def delete_everything(confirm: bool) -> str:
+        """Deletes everything."""
+        return "deleted"
+    built_in = {"type": "function", "function": {"name": "web_search", "description": "d",
+                                                 "parameters": {"type": "object"}}}
+    model = ScriptedChat(turns=[])
+    agent = create_agent(model, tools=[*desk.agent_tools(), delete_everything, built_in],
+                         middleware=[GateMiddleware(Gate(desk.table))])
+    agent.invoke({"messages": [("user", "x")]})
+    [bound] = model.bound
+    exported = [tool_spec(desk.table, name, "openai")["function"] for name in desk.table]
+    assert [spec["function"] for spec in bound] == [
+        {key: value for key, value in spec.items() if key != "strict"} for spec in exported
+    ] + [built_in["function"]]  # the provider's own tool, left as it was
+    control = ScriptedChat(turns=[])
+    create_agent(control, tools=desk.agent_tools()).invoke({"messages": [("user", "x")]})
+    assert "enum" not in json.dumps(control.bound)  # what the model saw without the gate
+
+
+def test_middleware_shows_async_runs_the_gates_schema_too() -> None:
+    """ainvoke binds the same gate schemas as invoke."""
+    desk = Desk()
+    model = ScriptedChat(turns=[])
+    agent = create_agent(model, tools=desk.agent_tools(),
+                         middleware=[GateMiddleware(Gate(desk.table))])
+    asyncio.run(agent.ainvoke({"messages": [("user", "x")]}))
+    assert [spec["function"]["parameters"] for spec in model.bound[0]] == [
+        tool_spec(desk.table, name, "openai")["function"]["parameters"] for name in desk.table]
+
+
+def test_approvals_from_the_runs_config() -> None:
+    """Approvals given in the run's config let that run's approved call through, and no other."""
+    desk = Desk()
+    desk.table["issue_refund"]["risk"] = "irreversible"
+    gate = Gate(desk.table, scope=["read_public", "irreversible"])
+    refund = {"order": "O-7", "amount": 20}
+    config = {"configurable": {"thread_id": "conv-3",
+                               "agtool_approvals": [gate.approve("issue_refund", refund)]}}
+    model = ScriptedChat(turns=[turn(call("issue_refund", refund, "w1"),
+                                     call("issue_refund", {**refund, "order": "O-8"}, "w2"))])
+    result = create_agent(model, tools=gated_tools(gate)).invoke(
+        {"messages": [("user", "x")]}, config)
+    messages = tool_messages(result)
+    assert messages["w1"].status == "success"
+    assert reason(messages["w2"]) == "auth:approval"
+    assert desk.refunds == ["O-7"]
+
+
+@pytest.mark.parametrize("middleware", [False, True], ids=["gated_tools", "middleware"])
+def test_a_write_without_a_call_id_is_not_run(middleware: bool) -> None:
+    """A provider that gives no tool-call id gives no step id: the write is refused, not guessed."""
+    desk = Desk()
+    model = ScriptedChat(turns=[turn(call("issue_refund", {"order": "O-7", "amount": 1},
+                                          None))])  # type: ignore[arg-type]
+    gate = Gate(desk.table, scope=WRITER)
+    agent = (create_agent(model, tools=desk.agent_tools(), middleware=[GateMiddleware(gate)])
+             if middleware else create_agent(model, tools=gated_tools(gate)))
+    result = agent.invoke({"messages": [("user", "x")]}, THREAD)
+    [message] = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert message.status == "error"
+    assert reason(message) == "write:no_key"
+    assert desk.refunds == []
+
+
+def test_middleware_shares_the_callers_store_and_records() -> None:
+    """The middleware's gate writes to the caller's records and replays the caller's writes."""
+    desk = Desk()
+    records: list[Any] = []
+    gate = Gate(desk.table, scope=WRITER, records=records.append)
+    refund = call("issue_refund", {"order": "O-7", "amount": 20}, "w1")
+    create_agent(ScriptedChat(turns=[turn(refund)]), tools=gated_tools(gate)).invoke(
+        {"messages": [("user", "x")]}, THREAD)
+    agent = create_agent(ScriptedChat(turns=[turn(refund)]), tools=desk.agent_tools(),
+                         middleware=[GateMiddleware(gate)])
+    result = agent.invoke({"messages": [("user", "x")]}, THREAD)
+    assert tool_messages(result)["w1"].status == "success"
+    assert desk.refunds == ["O-7"]  # the same key in the same store: replayed, not run again
+    assert [(r.tool, r.replayed) for r in records] == [("issue_refund", False),
+                                                       ("issue_refund", True)]
