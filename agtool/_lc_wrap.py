@@ -16,6 +16,9 @@ parsed as JSON when it is JSON, else the content; a ``ToolMessage`` with
 ``status="error"`` is a body that raised (``raised:ToolFailed``), and a
 ``Command`` keeps no dict contract. An ``interrupt()`` inside the tool
 propagates, and a write it stopped has its key freed for the resumed run.
+A contract with a ``timeout`` is kept on the async path only: on the sync
+path the gate runs a timed body in a thread of its own, where the call's
+tool cannot be found, so such a call is refused there and nothing runs.
 """
 
 from __future__ import annotations
