@@ -16,9 +16,8 @@ parsed as JSON when it is JSON, else the content; a ``ToolMessage`` with
 ``status="error"`` is a body that raised (``raised:ToolFailed``), and a
 ``Command`` keeps no dict contract. An ``interrupt()`` inside the tool
 propagates, and a write it stopped has its key freed for the resumed run.
-A contract with a ``timeout`` is kept on the async path only: on the sync
-path the gate runs a timed body in a thread of its own, where the call's
-tool cannot be found, so such a call is refused there and nothing runs.
+A contract's ``timeout`` holds on both paths: the gate runs a timed sync
+body in a thread that carries the caller's context, where the call's tool is found.
 """
 
 from __future__ import annotations
@@ -148,12 +147,6 @@ class GateWrapper:
     def wrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolMessage:
         call = request.tool_call
         name, args, call_id = call.get("name"), call.get("args"), call.get("id")
-        contract = self.gate.contract(name) if type(name) is str else None
-        if contract is not None and contract.timeout is not None:
-            # The sync path runs a timed body in a thread of its own, where the
-            # agent's tool bound to this call cannot be found: refused, not run.
-            return tool_message(_needs_async(name), call_id, name)
-
         def body(checked: dict[str, Any]) -> Any:
             return result_value(_handled(handler, request, checked))
 
@@ -207,10 +200,3 @@ def _config(request: ToolCallRequest) -> object:
 def _step(call_id: object) -> str | None:
     return call_id if type(call_id) is str and call_id else None
 
-
-def _needs_async(name: str) -> dict[str, Any]:
-    return {"ok": False, "error": {
-        "code": "INTERNAL", "retryable": False,
-        "message": f"{name} has a timeout, which is kept only when the agent runs async "
-                   "(ainvoke, astream); use another tool",
-        "details": {"reason": ""}}, "request_id": ""}
