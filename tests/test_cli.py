@@ -62,7 +62,7 @@ def test_export_openai_defaults_to_the_reference_tools(capsys: pytest.CaptureFix
 
 @pytest.mark.parametrize(("format_", "keys"), [
     ("anthropic", {"name", "description", "input_schema"}),
-    ("mcp", {"name", "description", "inputSchema", "outputSchema"}),
+    ("mcp", {"name", "description", "inputSchema", "outputSchema", "annotations"}),
 ])
 def test_export_other_formats_from_a_named_table(capsys: pytest.CaptureFixture[str],
                                                  table_module: str, format_: str,
@@ -233,4 +233,4 @@ def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main([])
     err: Any = capsys.readouterr().err
-    assert "{report,export,lint}" in err
+    assert "{report,export,lint,mcp}" in err

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from agtool import ContractError, Gate
+from agtool import RISKS, ContractError, Gate
 from agtool._contract import parse_entry
 from agtool._jsonschema import (
     DIALECT,
@@ -174,7 +174,9 @@ def test_provider_specs_carry_the_same_schema_without_dialect() -> None:
         "name": "stock_lookup", "description": description, "input_schema": inputs}
     assert tool_spec(TOOLS, "stock_lookup", "mcp") == {
         "name": "stock_lookup", "description": description, "inputSchema": inputs,
-        "outputSchema": outputs}
+        "outputSchema": outputs, "annotations": {"readOnlyHint": True, "destructiveHint": False,
+                                                 "idempotentHint": True,
+                                                 "openWorldHint": False}}
 
 
 def test_export_tools_lists_every_tool_in_table_order() -> None:
@@ -237,6 +239,21 @@ def test_unknown_format_is_refused() -> None:
 
 REFUND_OK = {"order_id": "ord_12345678", "amount_cents": 1999, "currency": "EUR",
              "reason": "damaged", "notify_customer": True, "request_id": "req_AbCdEf123456"}
+#: What the MCP fixture's annotations say of each tool, stated for the formats that cannot.
+FIXTURE_EFFECTS = {"issue_refund": "irreversible", "create_ticket": "reversible_write",
+                   "search_orders": "read"}
+
+
+def load_fixture(file: str, **fns: Any) -> dict[str, dict[str, Any]]:
+    """A provider fixture's table, each tool a read or a write as the MCP annotations say."""
+    effects = None if file == "mcp_tools.json" else FIXTURE_EFFECTS
+    return load_tools_file(FIXTURES / file, fns=fns, effects=effects)
+
+
+def trusted_call(gate: Gate, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A call with every scope, an approval of these args and a step key, as an operator's."""
+    return dict(gate.call_tool(name, args, scope=RISKS, run_id="run-1", step_id=repr(args),
+                               approvals=[gate.approve(name, args)]))
 
 
 @pytest.mark.parametrize("file", PROVIDER_FILES)
@@ -254,14 +271,14 @@ REFUND_OK = {"order_id": "ord_12345678", "amount_cents": 1999, "currency": "EUR"
 def test_refund_tool_is_gated_as_its_schema_says(file: str, change: dict[str, Any],
                                                  reason: str) -> None:
     """Each provider's refund tool refuses exactly what its schema refuses, by keyword."""
-    gate = Gate(load_tools_file(FIXTURES / file))
-    assert gate.call_tool("issue_refund", {**REFUND_OK, **change})["error"] == reason
+    gate = Gate(load_fixture(file))
+    assert trusted_call(gate, "issue_refund", {**REFUND_OK, **change})["error"] == reason
 
 
 @pytest.mark.parametrize("file", PROVIDER_FILES)
 def test_optional_fields_may_be_left_out_and_required_ones_not(file: str) -> None:
     """create_ticket's priority and tags are optional; its subject is required."""
-    gate = Gate(load_tools_file(FIXTURES / file))
+    gate = Gate(load_fixture(file))
     ticket = {"customer_id": "cus_0123456789abcdef", "subject": "Refund missing",
               "body": "Paid twice."}
     assert gate.validate_args("create_ticket", ticket) == ""
@@ -275,7 +292,7 @@ def test_every_provider_file_gives_the_same_contracts() -> None:
     """The three files describe the same tools, and import to equal contracts."""
     contracts = [
         {name: (parse_entry(name, entry).args, parse_entry(name, entry).description)
-         for name, entry in load_tools_file(FIXTURES / file).items()}
+         for name, entry in load_fixture(file).items()}
         for file in PROVIDER_FILES
     ]
     assert contracts[0] == contracts[1] == contracts[2]
@@ -292,29 +309,28 @@ def test_mcp_output_schema_becomes_the_return_contract() -> None:
         "search_orders": lambda **args: {"orders": []},
     })
     gate = Gate(table)
-    assert gate.call_tool("issue_refund", REFUND_OK)["ok"]
-    assert gate.call_tool("issue_refund", {**REFUND_OK, "amount_cents": 5})["error"] == (
+    assert trusted_call(gate, "issue_refund", REFUND_OK)["ok"]
+    assert trusted_call(gate, "issue_refund", {**REFUND_OK, "amount_cents": 5})["error"] == (
         "result:range")
     # The schema lets a search find nothing (no minItems), so the gate must too.
     assert gate.call_tool("search_orders", {"query": "mug", "limit": 5})["ok"]
-    assert gate.call_tool("create_ticket", {"customer_id": "cus_0123456789abcdef",
-                                            "subject": "Broken", "body": "."})["error"] == (
+    assert trusted_call(gate, "create_ticket", {"customer_id": "cus_0123456789abcdef",
+                                                "subject": "Broken", "body": "."})["error"] == (
         "raised:NotImplementedError")
 
 
 def test_openai_and_anthropic_tools_only_require_an_object_back() -> None:
     """Without an output schema the return contract is empty: any dict is accepted."""
-    table = load_tools_file(FIXTURES / "openai_tools.json",
-                            fns={"issue_refund": lambda **args: {"anything": 1}})
+    table = load_fixture("openai_tools.json", issue_refund=lambda **args: {"anything": 1})
     assert table["issue_refund"]["returns"] == {}
-    assert Gate(table).call_tool("issue_refund", REFUND_OK)["ok"]
+    assert trusted_call(Gate(table), "issue_refund", REFUND_OK)["ok"]
 
 
 def test_absent_additional_properties_still_closes_the_arguments() -> None:
     """The Anthropic file omits additionalProperties; the gate refuses unnamed args anyway."""
     schema = json.loads((FIXTURES / "anthropic_tools.json").read_text())[0]["input_schema"]
     assert "additionalProperties" not in schema
-    gate = Gate(load_tools_file(FIXTURES / "anthropic_tools.json"))
+    gate = Gate(load_fixture("anthropic_tools.json"))
     assert gate.validate_args("issue_refund", {**REFUND_OK, "sku": "A"}) == "unexpected:sku"
 
 
