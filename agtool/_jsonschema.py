@@ -988,17 +988,19 @@ _imports_log = logging.getLogger("agtool")
 def mcp_annotations(contract: ToolContract) -> dict[str, bool]:
     """MCP's hints for a contract's effect and risk: what ``IMPORTED_EFFECTS`` reads back.
 
-    A read is ``readOnlyHint``; a write is ``destructiveHint`` when
-    ``irreversible``, and ``openWorldHint`` when it acts outside the system
-    (``external_effect``) or its output is untrusted. Every tool is
-    ``idempotentHint``: a read changes nothing, and the gate answers a write's
-    repeat under the same idempotency key from its store.
+    A read is ``readOnlyHint``, and ``openWorldHint`` when its output is
+    untrusted; a write is ``destructiveHint`` when ``irreversible``, and
+    ``openWorldHint`` when it acts outside the system (``external_effect``).
+    Every tool is ``idempotentHint``: a read changes nothing, and the gate
+    answers a write's repeat under the same idempotency key from its store.
+    (No hint says a write's output is untrusted, nor that a read is sensitive.)
     """
     read = contract.effect == "read"
     return {"readOnlyHint": read,
             "destructiveHint": contract.risk == "irreversible",
             "idempotentHint": True,
-            "openWorldHint": contract.risk == "external_effect" or contract.trust == "untrusted"}
+            "openWorldHint": contract.trust == "untrusted" if read
+            else contract.risk == "external_effect"}
 
 
 def _annotations(value: object, where: str, source: str, tool: str) -> Mapping[str, Any] | None:

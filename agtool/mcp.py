@@ -23,7 +23,7 @@ from __future__ import annotations
 
 try:
     import mcp as _sdk  # noqa: F401 - imported for the one-line error below
-except ImportError:  # pragma: no cover - the extra is installed in development
+except ImportError:
     raise ImportError("agtool.mcp needs the mcp extra: pip install 'agtool[mcp]'") from None
 
 from collections.abc import Collection, Mapping, Sequence

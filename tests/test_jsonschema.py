@@ -8,6 +8,7 @@ tools in OpenAI, Anthropic and MCP form, so each format must give one contract.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from agtool._jsonschema import (
     SchemaError,
     export_tools,
     from_json_schema,
+    load_tools,
     load_tools_file,
     openai_strict_problems,
     output_schema,
@@ -640,3 +642,146 @@ def test_responses_style_openai_tool_and_missing_parameters(tmp_path: Path) -> N
     assert table["ping"]["args"] == table["pong"]["args"] == {}
     assert table["ping"]["description"] == "Check the service."
     assert Gate(table).validate_args("ping", {"x": 1}) == "unexpected:x"
+
+
+# --- Tools files: effect and risk from MCP annotations -------------------------------------
+
+
+def mcp_tool(name: str = "t", annotations: Any = None) -> dict[str, Any]:
+    """An MCP tool taking one int, with these annotations (none when ``None``)."""
+    tool: dict[str, Any] = {"name": name, "inputSchema": schema_of({"n": {"type": "integer"}},
+                                                                    required=["n"])}
+    if annotations is not None:
+        tool["annotations"] = annotations
+    return tool
+
+
+@pytest.mark.parametrize(("annotations", "effect", "risk", "trust"), [
+    pytest.param({"readOnlyHint": True, "openWorldHint": False}, "read", "read_public",
+                 "trusted", id="closed-read"),
+    pytest.param({"readOnlyHint": True}, "read", "read_public", "untrusted",
+                 id="open-world-read"),
+    pytest.param({"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False},
+                 "write", "reversible_write", "trusted", id="additive-closed"),
+    pytest.param({"readOnlyHint": False, "destructiveHint": False}, "write", "external_effect",
+                 "trusted", id="additive-open-world"),
+    pytest.param({"readOnlyHint": False}, "write", "irreversible", "trusted",
+                 id="destructive-by-default"),
+    pytest.param({"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
+                  "openWorldHint": False}, "write", "irreversible", "trusted",
+                 id="idempotent-changes-nothing"),
+    pytest.param(None, "write", "irreversible", "trusted", id="no-annotations"),
+    pytest.param({"title": "T"}, "write", "irreversible", "trusted", id="no-hints"),
+])
+def test_mcp_annotations_give_effect_and_risk(annotations: Any, effect: str, risk: str,
+                                              trust: str) -> None:
+    """Absent hints read as MCP's spec reads them: not read-only, destructive, open world."""
+    contract = parse_entry("t", load_tools([mcp_tool(annotations=annotations)])["t"])
+    assert (contract.effect, contract.risk, contract.trust) == (effect, risk, trust)
+
+
+def test_a_tool_that_does_not_say_it_reads_is_a_write_and_is_never_memoized(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The old default made this a memoized public read; now it is refused, and said so."""
+    runs: list[dict[str, Any]] = []
+    openai = {"type": "function", "function": {"name": "refund", "parameters": schema_of(
+        {"n": {"type": "integer"}}, required=["n"])}}
+    with caplog.at_level(logging.WARNING, logger="agtool"):
+        table = load_tools([openai], fns={"refund": lambda **args: runs.append(args) or {}})
+    assert "'refund' does not say it is read-only" in caplog.text
+    assert "effects={'refund': 'read'}" in caplog.text
+    gate = Gate(table)
+    assert gate.call_tool("refund", {"n": 1})["error"] == "auth:scope:irreversible"
+    assert runs == []
+    assert trusted_call(gate, "refund", {"n": 1}) == trusted_call(gate, "refund", {"n": 1})
+    assert runs == [{"n": 1}]
+    assert (gate.stats("refund").hits, gate.stats("refund").replayed) == (0, 1)
+
+
+def test_an_annotated_tool_is_imported_without_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Only a tool whose effect had to be guessed is warned about."""
+    with caplog.at_level(logging.WARNING, logger="agtool"):
+        load_tools([mcp_tool(annotations={"readOnlyHint": True}),
+                    mcp_tool("w", {"readOnlyHint": False})])
+    assert caplog.text == ""
+
+
+@pytest.mark.parametrize(("override", "effect", "risk"), [
+    pytest.param("read", "read", "read_public", id="read"),
+    pytest.param("write", "write", "reversible_write", id="write"),
+    pytest.param("read_sensitive", "read", "read_sensitive", id="read-risk"),
+    pytest.param("external_effect", "write", "external_effect", id="write-risk"),
+    pytest.param({"effect": "write", "risk": "irreversible", "key_args": ["n"]}, "write",
+                 "irreversible", id="entry-keys"),
+])
+def test_effects_override_the_annotations(override: Any, effect: str, risk: str,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    """An override wins over the annotations (or their absence), and silences the warning."""
+    with caplog.at_level(logging.WARNING, logger="agtool"):
+        table = load_tools([mcp_tool(annotations={"readOnlyHint": True})], effects={"t": override})
+        load_tools([mcp_tool()], effects={"t": override})
+    contract = parse_entry("t", table["t"])
+    assert (contract.effect, contract.risk) == (effect, risk)
+    assert caplog.text == ""
+
+
+@pytest.mark.parametrize(("tools", "effects", "word"), [
+    pytest.param([mcp_tool()], {"t": "delete"}, "must be 'read', 'write' or a risk level",
+                 id="unknown-effect"),
+    pytest.param([mcp_tool()], {"t": {"effect": "write", "colour": "red"}}, "entry keys",
+                 id="unknown-entry-key"),
+    pytest.param([mcp_tool()], {"t": {"effect": "write", "key_args": ["m"]}}, "key_args",
+                 id="key-args-of-no-argument"),
+    pytest.param([mcp_tool()], {"u": "read"}, "does not define", id="unknown-tool"),
+    pytest.param([mcp_tool(annotations={"readOnlyHint": "yes"})], None, "true or false",
+                 id="hint-not-a-bool"),
+    pytest.param([mcp_tool(annotations=["readOnlyHint"])], None, "must be an object",
+                 id="annotations-not-an-object"),
+])
+def test_a_bad_effect_or_hint_is_a_schema_error(tools: Any, effects: Any, word: str) -> None:
+    """A hint that cannot be read, or an override that names nothing, is refused."""
+    with pytest.raises(SchemaError, match=word):
+        load_tools(tools, effects=effects)
+
+
+def test_hint_errors_point_into_the_file(tmp_path: Path) -> None:
+    """A hint that is not a bool is named by its JSON pointer in the file."""
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps({"tools": [mcp_tool(annotations={"destructiveHint": 0})]}))
+    with pytest.raises(SchemaError) as caught:
+        load_tools_file(path)
+    assert caught.value.field == "/tools/0/annotations/destructiveHint"
+
+
+@pytest.mark.parametrize("risk", ["read_public", "reversible_write", "external_effect",
+                                  "irreversible"])
+@pytest.mark.parametrize("source", ["internal", "web"])
+def test_exported_annotations_import_back_to_the_same_effect_and_risk(risk: str,
+                                                                      source: str) -> None:
+    """tool_spec's MCP annotations are what the importer reads back: effect, risk, a read's trust.
+
+    No MCP hint says a write's output is untrusted, so a write comes back trusted.
+    """
+    effect = "read" if risk.startswith("read") else "write"
+    table = one_tool(args={"n": {"type": "int"}})
+    table["t"].update(effect=effect, risk=risk, source=source)
+    back = parse_entry("t", load_tools(export_tools(table, "mcp"))["t"])
+    expected = parse_entry("t", table["t"])
+    assert (back.effect, back.risk) == (expected.effect, expected.risk)
+    assert back.trust == (expected.trust if effect == "read" else "trusted")
+
+
+def test_in_memory_tools_load_as_the_file_does() -> None:
+    """load_tools on a file's contents gives the file's table, effects and all."""
+    data = json.loads((FIXTURES / "mcp_tools.json").read_text())
+    from_file, in_memory = load_tools_file(FIXTURES / "mcp_tools.json"), load_tools(data)
+    def shape(table: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+        return {name: (contract.args, contract.returns, contract.effect, contract.risk,
+                       contract.trust, contract.description)
+                for name, contract in ((name, parse_entry(name, entry))
+                                       for name, entry in table.items())}
+
+    assert shape(from_file) == shape(in_memory)
+    assert [parse_entry(name, entry).risk for name, entry in in_memory.items()] == [
+        "irreversible", "reversible_write", "read_public"]

@@ -9,6 +9,7 @@ subprocess scenario runs under ``anyio.fail_after``, so a hang fails.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import socket
@@ -24,7 +25,9 @@ import pytest
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+import agtool
 from agtool import Gate, to_json_schema
+from agtool._cli import main
 from agtool._loader import load_table
 from agtool.mcp import RUN_ID_META, STEP_ID_META, server
 
@@ -339,17 +342,60 @@ def test_the_proxy_refuses_what_the_lax_server_would_coerce_or_drop(tmp_path: Pa
 @pytest.mark.slow
 def test_the_proxy_passes_a_trusted_tool_through_and_takes_effect_overrides(
         tmp_path: Path) -> None:
-    """--trust-tool lists and forwards an unenforceable tool (logged); --effect makes a read."""
+    """--trust-tool forwards an unenforceable tool (logged); --effect and --sensitive apply."""
     listed, results, err = proxy_scenario(
         tmp_path, "--trust-tool", "days_until", "--effect", "delete_everything=read",
+        "--sensitive", "count_items.region",
         calls=[("days_until", {"day": "2026-01-31"}),
                ("delete_everything", {"confirm": 1}),
-               ("delete_everything", {"confirm": True})])
-    passed, refused, ran = results
+               ("delete_everything", {"confirm": True}),
+               ("count_items", {"limit": 3, "region": "jeju"})])
+    passed, refused, ran, redacted = results
+    assert redacted.structured_content == {"limit": 3, "region": "[redacted]"}
+    assert "jeju" not in redacted.content[0].text
     assert "days_until" in [tool.name for tool in listed.tools]
     assert passed.is_error is False
     assert lax_runs(tmp_path)[0]["tool"] == "days_until"
     assert error_of(refused)["details"]["reason"] == "args:type:confirm"
     assert ran.structured_content == {"result": "deleted"}
     assert "'days_until' is passed through ungated" in err
-    assert [run["tool"] for run in lax_runs(tmp_path)] == ["days_until", "delete_everything"]
+    assert [run["tool"] for run in lax_runs(tmp_path)] == ["days_until", "delete_everything",
+                                                           "count_items"]
+
+
+# --- Without the extra, and the CLI's own refusals -----------------------------------------
+
+
+def test_without_the_mcp_extra_the_import_error_names_it(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    """agtool.mcp, and `agtool mcp serve`, say which extra to install, in one line."""
+    monkeypatch.setitem(sys.modules, "mcp", None)  # what a missing package looks like
+    monkeypatch.delitem(sys.modules, "agtool.mcp")
+    monkeypatch.delattr(agtool, "mcp")
+    with pytest.raises(ImportError) as caught:
+        importlib.import_module("agtool.mcp")
+    assert str(caught.value) == "agtool.mcp needs the mcp extra: pip install 'agtool[mcp]'"
+    monkeypatch.delitem(sys.modules, "agtool.mcp", raising=False)
+    assert main(["mcp", "serve", "--table", FIXTURE_TABLE]) == 2
+    err = capsys.readouterr().err
+    assert err == "agtool mcp: agtool.mcp needs the mcp extra: pip install 'agtool[mcp]'\n"
+
+
+@pytest.mark.parametrize(("argv", "word"), [
+    pytest.param(["mcp", "proxy"], "command after --", id="no-upstream"),
+    pytest.param(["mcp", "proxy", "--"], "command after --", id="empty-upstream"),
+    pytest.param(["mcp", "proxy", "--effect", "count_items", "--", "x"], "NAME=VALUE",
+                 id="effect-without-value"),
+    pytest.param(["mcp", "proxy", "--sensitive", "count_items", "--", "x"], "NAME.VALUE",
+                 id="sensitive-without-field"),
+    pytest.param(["mcp", "serve", "--table", "tests.fixtures.mcp_table:NOPE"], "has no 'NOPE'",
+                 id="no-such-table"),
+])
+def test_mcp_commands_refuse_what_they_cannot_run(capsys: pytest.CaptureFixture[str],
+                                                  argv: list[str], word: str) -> None:
+    """A missing upstream command or a malformed option is exit 2 and one line, nothing started."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert word in err
+    assert err.count("\n") == 1
