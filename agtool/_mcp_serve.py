@@ -23,8 +23,10 @@ from typing import Any
 import mcp.types as types
 from mcp.server.lowlevel import Server
 
+from ._contract import Spec
 from ._gate import Gate
 from ._jsonschema import tool_spec
+from ._records import REDACTED
 
 __all__ = ["DEFAULT_STEP", "RUN_ID_META", "STEP_ID_META", "build_server", "gated_tools",
            "result_of"]
@@ -40,9 +42,37 @@ Forward = Callable[[str, dict[str, Any]], Awaitable[types.CallToolResult]]
 
 
 def gated_tools(gate: Gate) -> list[types.Tool]:
-    """The gate's tools as MCP lists them: schemas and annotations from the contracts."""
-    return [types.Tool.model_validate(tool_spec(gate.table, name, "mcp"))
-            for name in gate.table]
+    """The gate's tools as MCP lists them: schemas and annotations from the contracts.
+
+    A returned value marked ``sensitive`` goes out as ``"[redacted]"``, so its
+    ``outputSchema`` says only that it is there: a client validating the
+    structured content against the listed schema must not refuse the redaction.
+    """
+    tools = []
+    for name in gate.table:
+        spec = tool_spec(gate.table, name, "mcp")
+        contract = gate.contract(name)
+        if contract is not None:
+            _open_redacted(spec["outputSchema"], contract.returns)
+        tools.append(types.Tool.model_validate(spec))
+    return tools
+
+
+def _open_redacted(schema: dict[str, Any], specs: Mapping[str, Spec]) -> None:
+    properties = schema.get("properties", {})
+    for key, spec in specs.items():
+        if key in properties:
+            properties[key] = _opened(properties[key], spec)
+
+
+def _opened(node: dict[str, Any], spec: Spec) -> dict[str, Any]:
+    if spec.sensitive:
+        return {"description": f"Sensitive: shown as {REDACTED!r}.", "x-agtool-sensitive": True}
+    if isinstance(spec.item, Spec) and "items" in node:
+        node["items"] = _opened(node["items"], spec.item)
+    elif isinstance(spec.item, Mapping) and "items" in node:
+        _open_redacted(node["items"], spec.item)
+    return node
 
 
 def result_of(answer: Mapping[str, Any]) -> types.CallToolResult:

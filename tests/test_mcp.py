@@ -399,3 +399,27 @@ def test_mcp_commands_refuse_what_they_cannot_run(capsys: pytest.CaptureFixture[
     err = capsys.readouterr().err
     assert word in err
     assert err.count("\n") == 1
+
+
+def test_a_redacted_value_still_matches_the_listed_output_schema() -> None:
+    """A sensitive int comes back "[redacted]"; the client's own output check must accept it."""
+    def balance(account: str) -> dict[str, Any]:
+        return {"owner": "Kim", "cents": 1999, "history": [{"cents": 5, "memo": "tea"}]}
+
+    tools = {"balance": {
+        "fn": balance, "args": {"account": {"type": "str"}},
+        "returns": {"owner": {"type": "str"}, "cents": {"type": "int", "sensitive": True},
+                    "history": {"type": "list", "item": {
+                        "cents": {"type": "int", "sensitive": True}, "memo": {"type": "str"}}}},
+    }}
+
+    async def scenario() -> Any:
+        async with Client(server(tools)) as client:
+            await client.list_tools()  # the client checks later results against these schemas
+            return await client.call_tool("balance", {"account": "a-1"})
+
+    result = run(scenario)
+    assert result.is_error is False
+    assert result.structured_content == {"owner": "Kim", "cents": "[redacted]",
+                                         "history": [{"cents": "[redacted]", "memo": "tea"}]}
+    assert "1999" not in result.content[0].text
