@@ -4,28 +4,41 @@
 - ``agtool export --format openai|anthropic|mcp [--table module:TOOLS]`` prints a
   contract table's tools as provider tool definitions (JSON);
 - ``agtool lint FILE | --table module:TOOLS [--json] [--strict]`` lists review
-  prompts for tool schemas.
+  prompts for tool schemas;
+- ``agtool mcp serve --table module:TOOLS [--http]`` serves a gated table as an
+  MCP server, and ``agtool mcp proxy -- CMD ARGS...`` puts a gate in front of one
+  (both need the ``mcp`` extra).
+
+``--table`` modules are looked for in the current folder too. A reader that
+stops early (``agtool lint --json | head -1``) ends the command quietly, with
+status 141 as a process stopped by SIGPIPE has.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
+import logging
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._contract import check_table
+from ._contract import RISKS, check_table
 from ._errors import AgtoolError
+from ._gate import DEFAULT_SCOPE
 from ._jsonschema import FORMATS, export_tools, openai_strict_problems
 from ._lint import format_findings, lint_file, lint_table
+from ._loader import TableError, load_table
+from ._records import CallRecord, JsonLinesSink
 
 __all__ = ["main"]
 
 DEFAULT_TABLE = "agtool.tools:TOOLS"
 #: Exit statuses: findings under --strict, and input agtool could not read.
 EXIT_FINDINGS, EXIT_ERROR = 1, 2
+#: The status of a command whose reader closed the pipe: a SIGPIPE death's, 128 + 13.
+EXIT_PIPE = 141
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -40,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     _add_export(commands)
     _add_lint(commands)
+    _add_mcp(commands)
     args, rest = parser.parse_known_args(argv)
     if args.command == "report":
         # Imported here: the report pulls in the harness, which plain gate users do not need.
@@ -49,14 +63,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        return int(args.run(args))
-    except (AgtoolError, _BadTable) as exc:
+        status = int(args.run(args))
+        sys.stdout.flush()  # here, so a closed pipe is met inside the handler below
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_PIPE
+    except (AgtoolError, TableError, ImportError) as exc:
         print(f"agtool {args.command}: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    return status
 
 
-class _BadTable(Exception):
-    """A ``--table`` value that names no importable table."""
+def _quiet_stdout() -> None:
+    """Point stdout at the null device, so the interpreter's last flush meets no closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stdout with no descriptor (captured)
+        pass
 
 
 def _add_export(commands: Any) -> None:
@@ -110,19 +135,105 @@ def _lint(args: argparse.Namespace) -> int:
 
 
 def _load_table(spec: str) -> Mapping[str, Any]:
-    """The contract table named ``module:NAME``, validated."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise _BadTable(f"--table {spec!r}: expected MODULE:NAME, e.g. {DEFAULT_TABLE}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise _BadTable(f"--table {spec!r}: cannot import {module_name!r}: {exc}") from exc
-    table = getattr(module, attribute, None)
-    if table is None:
-        raise _BadTable(f"--table {spec!r}: {module_name} has no {attribute!r}")
+    """The contract table ``module:NAME`` names (looked for in the current folder too), checked."""
+    table = load_table(spec, os.getcwd())
     check_table(table)
-    return table  # type: ignore[no-any-return]  # check_table refuses anything but a dict
+    return table
+
+
+def _add_mcp(commands: Any) -> None:
+    mcp = commands.add_parser("mcp", help="serve a gated table over MCP, or gate an MCP server")
+    actions = mcp.add_subparsers(dest="mcp_command", required=True)
+    serve = actions.add_parser(
+        "serve", help="serve a contract table as a gated MCP server (stdio, or --http)",
+        description="Serve every tool of a contract table through a gate, over stdio or "
+        "streamable HTTP. Calls run with the given --scope (default: public reads).")
+    serve.add_argument("--table", required=True, metavar="MODULE:NAME")
+    serve.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    _add_gate_options(serve)
+    serve.set_defaults(run=_mcp_serve)
+    proxy = actions.add_parser(
+        "proxy", help="put a gate in front of an MCP server started as CMD ARGS...",
+        description="Start CMD as a stdio MCP server and serve its tools over stdio through "
+        "a gate built from its own schemas and annotations.")
+    proxy.add_argument("--trust-tool", action="append", default=[], metavar="NAME",
+                       help="pass NAME through ungated (logged); repeatable")
+    proxy.add_argument("--effect", action="append", default=[], metavar="NAME=EFFECT",
+                       help="NAME's effect or risk level instead of its annotations' "
+                       "(read, write, reversible_write, ...); repeatable")
+    proxy.add_argument("--sensitive", action="append", default=[], metavar="NAME.FIELD",
+                       help="redact NAME's argument or returned key FIELD; repeatable")
+    _add_gate_options(proxy)
+    proxy.add_argument("upstream", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+                       help="the upstream server's command")
+    proxy.set_defaults(run=_mcp_proxy)
+
+
+def _add_gate_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scope", action="append", choices=RISKS, metavar="RISK",
+                        help=f"a risk level callers may use, repeatable (default: "
+                        f"{', '.join(sorted(DEFAULT_SCOPE))}); one of {', '.join(RISKS)}")
+    parser.add_argument("--store", metavar="FILE",
+                        help="SQLite file of write outcomes (default: in memory)")
+    parser.add_argument("--records", metavar="FILE",
+                        help="append one JSON call record per line to FILE (default: stderr)")
+
+
+def _gate_options(args: argparse.Namespace) -> dict[str, Any]:
+    _log_to_stderr(f"{args.command} {args.mcp_command}")
+    return {"scope": frozenset(args.scope or DEFAULT_SCOPE), "store": args.store,
+            "records": JsonLinesSink(args.records) if args.records else _stderr_record}
+
+
+def _stderr_record(record: CallRecord) -> None:
+    print(json.dumps(record.as_dict(), sort_keys=True), file=sys.stderr, flush=True)
+
+
+def _log_to_stderr(command: str) -> None:
+    """agtool's warnings (an import's effect, a hidden tool) on stderr, stdout being the wire."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"agtool {command}: %(message)s"))
+    logger = logging.getLogger("agtool")
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+
+
+def _mcp_serve(args: argparse.Namespace) -> int:
+    from . import mcp  # the extra: a missing one is a one-line error naming it
+
+    table = _load_table(args.table)
+    options = _gate_options(args)
+    if args.http:
+        mcp.serve_http(table, host=args.host, port=args.port, **options)
+    else:
+        mcp.serve_stdio(table, **options)
+    return 0
+
+
+def _mcp_proxy(args: argparse.Namespace) -> int:
+    from . import mcp
+
+    command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
+    if not command:
+        print("agtool mcp: give the upstream server's command after --", file=sys.stderr)
+        return EXIT_ERROR
+    effects = dict(_pair(item, "=", "--effect") for item in args.effect)
+    sensitive: dict[str, list[str]] = {}
+    for item in args.sensitive:
+        tool, field = _pair(item, ".", "--sensitive")
+        sensitive.setdefault(tool, []).append(field)
+    mcp.proxy(command, trust_tools=args.trust_tool, effects=effects, sensitive=sensitive,
+              **_gate_options(args))
+    return 0
+
+
+def _pair(item: str, sep: str, option: str) -> tuple[str, str]:
+    left, found, right = item.partition(sep)
+    if not found or not left or not right:
+        raise TableError(f"{option} {item!r}: expected NAME{sep}VALUE")
+    return left, right
 
 
 if __name__ == "__main__":  # pragma: no cover

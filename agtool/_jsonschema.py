@@ -15,7 +15,8 @@ read by the gate with RE2 (``agtool._patterns``), not with JSON Schema's
 ECMA 262 nor the ``jsonschema`` package's Python ``re``; the differences are
 under its ``"pattern"`` entry. Entry keys that configure the gate rather than
 the arguments (``effect``, ``risk``, ``key_args``, ``timeout``, ``ttl``,
-``source``, ``trust``) are not schema and are neither exported nor imported.
+``source``, ``trust``) are not schema and are not exported as such; on import,
+an MCP tool's annotations give its ``effect`` and ``risk`` (``IMPORTED_EFFECTS``).
 
     AgtoolError
     └── ContractError (also a ValueError)
@@ -25,6 +26,7 @@ the arguments (``effect``, ``risk``, ``key_args``, ``timeout``, ``ttl``,
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,7 +36,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, NoReturn
 from urllib.parse import unquote
 
-from ._contract import Spec, ToolContract, parse_entry
+from ._contract import RISKS, Spec, ToolContract, parse_entry
 from ._errors import ContractError
 from ._patterns import fullmatcher, pattern_problem
 
@@ -43,6 +45,8 @@ __all__ = [
     "ECHO_KEYWORD",
     "ECHO_NOTE",
     "FORMATS",
+    "IMPORTED_EFFECTS",
+    "OPEN_WORLD_SOURCE",
     "STRICTER_THAN_JSON_SCHEMA",
     "SchemaError",
     "Stricter",
@@ -50,11 +54,16 @@ __all__ = [
     "export_tools",
     "from_json_schema",
     "gate_pattern",
+    "import_tool",
+    "load_tools",
     "load_tools_file",
+    "mcp_annotations",
     "openai_strict_problems",
     "output_schema",
     "read_tools_file",
     "to_json_schema",
+    "tool_definition",
+    "tool_definitions",
     "tool_spec",
 ]
 
@@ -285,7 +294,9 @@ def tool_spec(table: Mapping[str, Any], name: str, format: str) -> dict[str, Any
     - ``openai``: a Chat Completions function tool, ``strict`` exactly when
       ``openai_strict_problems`` finds nothing;
     - ``anthropic``: ``{"name", "description", "input_schema"}``;
-    - ``mcp``: ``{"name", "description", "inputSchema", "outputSchema"}``.
+    - ``mcp``: ``{"name", "description", "inputSchema", "outputSchema",
+      "annotations"}``, the annotations from ``effect`` and ``risk``
+      (``mcp_annotations``).
 
     Schemas are those of ``to_json_schema`` and ``output_schema`` without
     ``$schema``, which each provider fixes for itself.
@@ -305,7 +316,8 @@ def tool_spec(table: Mapping[str, Any], name: str, format: str) -> dict[str, Any
     if format == "anthropic":
         return {"name": name, **described, "input_schema": schema}
     return {"name": name, **described, "inputSchema": schema,
-            "outputSchema": _without_dialect(output_schema(table, name))}
+            "outputSchema": _without_dialect(output_schema(table, name)),
+            "annotations": mcp_annotations(contract)}
 
 
 def export_tools(table: Mapping[str, Any], format: str) -> list[dict[str, Any]]:
@@ -754,6 +766,8 @@ class ToolDefinition:
     output_schema: Any
     input_at: str
     output_at: str
+    #: An MCP tool's ``annotations`` (``readOnlyHint`` and the like); ``None`` when it has none.
+    annotations: Mapping[str, Any] | None = None
 
 
 _EMPTY_OBJECT: Mapping[str, Any] = MappingProxyType({"type": "object", "properties": {}})
@@ -835,7 +849,9 @@ def _definition(item: object, where: str, source: str) -> ToolDefinition:
     return ToolDefinition(name=name, format=format_, description=description,
                           input_schema=body.get(key, _EMPTY_OBJECT),
                           output_schema=body.get(output_key), input_at=f"{at}/{key}",
-                          output_at=f"{at}/{output_key}" if output_key else "")
+                          output_at=f"{at}/{output_key}" if output_key else "",
+                          annotations=_annotations(body.get("annotations"), f"{at}/annotations",
+                                                   source, name))
 
 
 def _format_of(item: Mapping[str, Any], where: str, source: str) -> str:
@@ -859,34 +875,179 @@ def _refuse_keys(source: str, body: Mapping[str, Any], where: str, known: frozen
 
 
 def load_tools_file(
-    path: str | Path, fns: Mapping[str, Callable[..., Any]] | None = None
+    path: str | Path, fns: Mapping[str, Callable[..., Any]] | None = None, *,
+    effects: Mapping[str, str | Mapping[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """A contract table from a tools file (see ``read_tools_file``).
+    """A contract table from a tools file (see ``read_tools_file`` and ``load_tools``)."""
+    return _table(read_tools_file(path), str(path), fns, effects)
 
+
+def load_tools(
+    data: object, fns: Mapping[str, Callable[..., Any]] | None = None, *,
+    effects: Mapping[str, str | Mapping[str, Any]] | None = None, source: str = "",
+) -> dict[str, dict[str, Any]]:
+    """A contract table from tool definitions already in memory (an MCP ``tools/list``).
+
+    ``data`` is what a tools file holds (a list of OpenAI, Anthropic or MCP
+    tools, or an object with a ``"tools"`` list), as plain JSON values.
     ``fns`` maps tool names to their functions; a tool without one gets a body
     that raises ``NotImplementedError``, so the gate answers
     ``raised:NotImplementedError`` until it is given one. A name in ``fns``
-    that the file does not define is an error, not a spare. MCP tools'
+    that the tools do not define is an error, not a spare. MCP tools'
     ``outputSchema`` becomes the return contract; other tools' results are only
     required to be objects.
+
+    Each tool's effect and risk come from its MCP annotations (see
+    ``IMPORTED_EFFECTS``); a tool that does not say it is read-only (every
+    OpenAI or Anthropic tool) is imported as an ``irreversible`` write, as
+    MCP's defaults read, and a warning on the ``agtool`` logger says so.
+    ``effects`` overrides that per tool: an effect (``"read"``, ``"write"``),
+    a risk level, or a mapping of entry keys (``{"risk": "reversible_write",
+    "key_args": ["order_id"]}``).
     """
-    source = str(path)
-    definitions = read_tools_file(path)
+    return _table(_definitions(data, source), source, fns, effects)
+
+
+def _table(definitions: list[ToolDefinition], source: str,
+           fns: Mapping[str, Callable[..., Any]] | None,
+           effects: Mapping[str, str | Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
     functions = dict(fns or {})
+    overrides = dict(effects or {})
     names = {definition.name for definition in definitions}
+    for label, given in (("fns", functions), ("effects", overrides)):
+        for name in given:
+            if name not in names:
+                raise SchemaError(source, name, "", f"is in {label} but "
+                                  f"{'the file' if source else 'the tool list'} does not "
+                                  f"define it")
     for name, fn in functions.items():
-        if name not in names:
-            raise SchemaError(source, name, "", "is in fns but the file does not define it")
         if not callable(fn):
             raise SchemaError(source, name, "", f"fns[{name!r}] must be callable, got "
                               f"{type(fn).__name__}")
-    table: dict[str, dict[str, Any]] = {}
-    for definition in definitions:
-        args = _Importer(source, definition.name, definition.input_schema, definition.input_at,
-                         results=False)
-        returns = None if definition.output_schema is None else _Importer(
-            source, definition.name, definition.output_schema, definition.output_at,
-            results=True)
-        table[definition.name] = _entry(args, returns, functions.get(definition.name),
-                                        definition.description)
-    return table
+    return {definition.name: import_tool(definition, functions.get(definition.name),
+                                         overrides.get(definition.name), source)
+            for definition in definitions}
+
+
+def tool_definitions(data: object, source: str = "") -> list[ToolDefinition]:
+    """The tools in ``data`` (what ``read_tools_file`` reads from a file), schemas untouched."""
+    return _definitions(data, source)
+
+
+def tool_definition(item: object, source: str = "", where: str = "") -> ToolDefinition:
+    """One tool definition (``where`` is its JSON pointer in ``source``), schemas untouched."""
+    return _definition(item, where, source)
+
+
+def import_tool(definition: ToolDefinition, fn: Callable[..., Any] | None = None,
+                effect: str | Mapping[str, Any] | None = None, source: str = ""
+                ) -> dict[str, Any]:
+    """One tool's contract entry; ``SchemaError`` if its schemas cannot be enforced exactly.
+
+    ``effect`` is as in ``load_tools``' ``effects``; without it the annotations decide.
+    """
+    args = _Importer(source, definition.name, definition.input_schema, definition.input_at,
+                     results=False)
+    returns = None if definition.output_schema is None else _Importer(
+        source, definition.name, definition.output_schema, definition.output_at, results=True)
+    entry = _entry(args, returns, fn, definition.description)
+    entry.update(_effect_keys(definition, effect, source))
+    try:
+        parse_entry(definition.name, entry)  # an override's key_args or ttl is checked here
+    except SchemaError:
+        raise
+    except ContractError as exc:
+        raise SchemaError(source, definition.name, "", f"effects: {exc.field}: {exc.problem}"
+                          ) from exc
+    return entry
+
+
+# --- Effects of imported tools ---------------------------------------------------------------
+
+#: How an imported tool's MCP annotations become its effect and risk, read as
+#: MCP's spec reads an absent hint (``readOnlyHint`` false, ``destructiveHint``
+#: true, ``openWorldHint`` true). ``idempotentHint`` changes nothing: the gate
+#: runs every write once per idempotency key anyway, and a hint from a server
+#: is no reason to run one twice.
+IMPORTED_EFFECTS: Mapping[str, str] = MappingProxyType({
+    "readOnlyHint: true": "read, read_public; untrusted output unless openWorldHint is false",
+    "destructiveHint: true (or absent)": "write, irreversible (needs an approval)",
+    "destructiveHint: false, openWorldHint: true (or absent)":
+        "write, external_effect (needs an approval)",
+    "destructiveHint: false, openWorldHint: false": "write, reversible_write",
+    "no readOnlyHint (every OpenAI and Anthropic tool)":
+        "as readOnlyHint false: a write, with a warning naming the override",
+})
+_HINTS_KNOWN = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+#: Where an open-world read's output comes from, in the model's answer.
+OPEN_WORLD_SOURCE = "open_world"
+_EFFECT_KEYS = frozenset({"effect", "risk", "key_args", "timeout", "ttl", "source", "trust"})
+_imports_log = logging.getLogger("agtool")
+
+
+def mcp_annotations(contract: ToolContract) -> dict[str, bool]:
+    """MCP's hints for a contract's effect and risk: what ``IMPORTED_EFFECTS`` reads back.
+
+    A read is ``readOnlyHint``, and ``openWorldHint`` when its output is
+    untrusted; a write is ``destructiveHint`` when ``irreversible``, and
+    ``openWorldHint`` when it acts outside the system (``external_effect``).
+    Every tool is ``idempotentHint``: a read changes nothing, and the gate
+    answers a write's repeat under the same idempotency key from its store.
+    (No hint says a write's output is untrusted, nor that a read is sensitive.)
+    """
+    read = contract.effect == "read"
+    return {"readOnlyHint": read,
+            "destructiveHint": contract.risk == "irreversible",
+            "idempotentHint": True,
+            "openWorldHint": contract.trust == "untrusted" if read
+            else contract.risk == "external_effect"}
+
+
+def _annotations(value: object, where: str, source: str, tool: str) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise SchemaError(source, tool, where, "annotations must be an object")
+    for hint in _HINTS_KNOWN:
+        if hint in value and type(value[hint]) is not bool:
+            # A hint that is not a bool cannot be read either way; guessing is a hole.
+            raise SchemaError(source, tool, f"{where}/{hint}", "must be true or false")
+    return value
+
+
+def _effect_keys(definition: ToolDefinition, effect: str | Mapping[str, Any] | None,
+                 source: str) -> dict[str, Any]:
+    if effect is not None:
+        return _override(definition.name, effect, source)
+    hints = definition.annotations or {}
+    open_world = hints.get("openWorldHint", True)
+    if hints.get("readOnlyHint") is True:
+        return {"effect": "read", "risk": "read_public",
+                **({"source": OPEN_WORLD_SOURCE, "trust": "untrusted"} if open_world else {})}
+    if hints.get("destructiveHint", True):
+        risk = "irreversible"
+    else:
+        risk = "external_effect" if open_world else "reversible_write"
+    if "readOnlyHint" not in hints:
+        _imports_log.warning(
+            "%stool %r does not say it is read-only (no readOnlyHint): imported as a write "
+            "of risk %r, which the default scope refuses; if it only reads, say so "
+            "(effects={%r: 'read'}, or agtool mcp proxy --effect %s=read)",
+            f"{source}: " if source else "", definition.name, risk, definition.name,
+            definition.name)
+    return {"effect": "write", "risk": risk}
+
+
+def _override(tool: str, effect: str | Mapping[str, Any], source: str) -> dict[str, Any]:
+    if isinstance(effect, str):
+        if effect in ("read", "write"):
+            return {"effect": effect, "risk": "read_public" if effect == "read"
+                    else "reversible_write"}
+        if effect not in RISKS:
+            raise SchemaError(source, tool, "", f"effects[{tool!r}] must be 'read', 'write' or "
+                              f"a risk level {list(RISKS)}, got {effect!r}")
+        return {"effect": "read" if effect.startswith("read") else "write", "risk": effect}
+    if not isinstance(effect, Mapping) or not set(effect) <= _EFFECT_KEYS:
+        raise SchemaError(source, tool, "", f"effects[{tool!r}] must be a str or a mapping of "
+                          f"the entry keys {sorted(_EFFECT_KEYS)}")
+    return dict(effect)

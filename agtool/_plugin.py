@@ -37,8 +37,6 @@ given, so a plain pytest session imports neither agtool nor Hypothesis early.
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +46,8 @@ from pytest_agtool import STUB_OPTION, TABLE_OPTION
 
 from ._contract import check_table
 from ._errors import ContractError
+from ._loader import TableError
+from ._loader import load_table as _load_table
 
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
@@ -55,10 +55,6 @@ if TYPE_CHECKING:
     from strategies._properties import Case
 
 __all__ = ["AgtoolItem", "TableCollector", "ToolCollector"]
-
-class TableError(Exception):
-    """``--agtool-table`` does not name a table that can be loaded."""
-
 
 def pytest_configure(config: pytest.Config) -> None:
     # pytest_agtool registers this module from its own tryfirst pytest_configure,
@@ -84,36 +80,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def load_table(spec: str, rootpath: Any = None) -> Mapping[str, Any]:
-    """The object ``module:NAME`` names; ``TableError`` saying what is wrong if it cannot."""
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        raise TableError(f"--agtool-table={spec}: expected MODULE:NAME, e.g. myapp.tools:TOOLS")
-    try:
-        module = _import(module_name, rootpath)
-    except Exception as exc:
-        raise TableError(f"--agtool-table={spec}: cannot import {module_name!r}: "
-                         f"{type(exc).__name__}: {exc}") from exc
-    try:
-        table = getattr(module, attribute)
-    except AttributeError:
-        raise TableError(f"--agtool-table={spec}: module {module_name!r} has no "
-                         f"{attribute!r}") from None
-    if not isinstance(table, Mapping):
-        raise TableError(f"--agtool-table={spec}: {attribute} is a {type(table).__name__}, "
-                         "not a contract table (a dict of tool name -> entry)")
-    return table
-
-
-def _import(module_name: str, rootpath: Any) -> Any:
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        # A table in the project being tested, run as plain `pytest`: look in the rootdir too.
-        root = str(rootpath) if rootpath is not None else None
-        if root is None or root in sys.path or not module_name.startswith(exc.name or "\0"):
-            raise
-        sys.path.insert(0, root)
-        return importlib.import_module(module_name)
+    """The object ``module:NAME`` names, looked for in ``rootpath`` too; else ``TableError``."""
+    return _load_table(spec, rootpath, option="--agtool-table")
 
 
 class TableCollector(pytest.Collector):

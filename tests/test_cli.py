@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import types
 from collections.abc import Sequence
@@ -62,7 +64,7 @@ def test_export_openai_defaults_to_the_reference_tools(capsys: pytest.CaptureFix
 
 @pytest.mark.parametrize(("format_", "keys"), [
     ("anthropic", {"name", "description", "input_schema"}),
-    ("mcp", {"name", "description", "inputSchema", "outputSchema"}),
+    ("mcp", {"name", "description", "inputSchema", "outputSchema", "annotations"}),
 ])
 def test_export_other_formats_from_a_named_table(capsys: pytest.CaptureFixture[str],
                                                  table_module: str, format_: str,
@@ -233,4 +235,86 @@ def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main([])
     err: Any = capsys.readouterr().err
-    assert "{report,export,lint}" in err
+    assert "{report,export,lint,mcp}" in err
+
+
+# --- where --table looks, and a reader that stops early -----------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+DESK_TOOLS = '''
+def search(status):
+    return {}
+
+TOOLS = {"search": {"fn": search, "args": {"status": {"type": "str", "allowed": ["open"]}},
+                    "returns": {}}}
+'''
+
+
+def test_table_module_is_found_in_the_current_folder(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`agtool export --table desk_tools:TOOLS` run in the module's folder finds it."""
+    (tmp_path / "desk_tools_cwd.py").write_text(DESK_TOOLS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry not in ("", ".")])
+    monkeypatch.delitem(sys.modules, "desk_tools_cwd", raising=False)
+    status, out, err = run(capsys, "export", "--format", "mcp", "--table", "desk_tools_cwd:TOOLS")
+    assert (status, err) == (0, "")
+    assert [tool["name"] for tool in json.loads(out)] == ["search"]
+    sys.modules.pop("desk_tools_cwd", None)
+
+
+def test_a_table_module_whose_own_import_fails_says_so(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The current folder is not a second guess for a module that exists but is broken."""
+    (tmp_path / "broken_tools_cwd.py").write_text("import no_such_dependency_here\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry not in ("", ".")])
+    status, _, err = run(capsys, "export", "--format", "mcp", "--table", "broken_tools_cwd:TOOLS")
+    assert status == 2
+    assert "no_such_dependency_here" in err
+    sys.modules.pop("broken_tools_cwd", None)
+
+
+@pytest.mark.slow
+def test_the_console_script_imports_from_the_current_folder(tmp_path: Path) -> None:
+    """A real process whose sys.path lacks the folder (python -P) still finds the table there."""
+    (tmp_path / "desk_tools.py").write_text(DESK_TOOLS)
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "agtool._cli", "export", "--format", "openai", "--table",
+         "desk_tools:TOOLS"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout)[0]["function"]["name"] == "search"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [
+    pytest.param(["lint", "--table", "tests.fixtures.wide_table:TOOLS", "--json"], id="lint"),
+    pytest.param(["export", "--format", "openai", "--table", "tests.fixtures.wide_table:TOOLS"],
+                 id="export"),
+])
+def test_a_reader_that_stops_early_gets_no_traceback(argv: list[str]) -> None:
+    """`agtool ... | head -1`: the command ends quietly, with SIGPIPE's status, not a traceback."""
+    process = subprocess.Popen(  # noqa: S603 - this repository's own CLI
+        [sys.executable, "-m", "agtool._cli", *argv], cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    process.stdout.close()  # the reader stops: the rest of the output meets a closed pipe
+    _, err = process.communicate(timeout=60)
+    assert first.strip() == b"["
+    assert (process.returncode, err) == (141, b"")
+
+
+@pytest.mark.slow
+def test_head_in_a_shell_pipeline_sees_no_error() -> None:
+    """The shell form itself: `agtool lint --json | head -1` prints one line and no error."""
+    command = (f"{sys.executable} -m agtool._cli lint --table tests.fixtures.wide_table:TOOLS "
+               f"--json | head -1")
+    done = subprocess.run(["bash", "-c", command], cwd=ROOT,  # noqa: S603, S607 - a fixed line
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert (done.stdout, done.stderr) == ("[\n", "")

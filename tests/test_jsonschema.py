@@ -8,13 +8,14 @@ tools in OpenAI, Anthropic and MCP form, so each format must give one contract.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
 
-from agtool import ContractError, Gate
+from agtool import RISKS, ContractError, Gate
 from agtool._contract import parse_entry
 from agtool._jsonschema import (
     DIALECT,
@@ -23,6 +24,7 @@ from agtool._jsonschema import (
     SchemaError,
     export_tools,
     from_json_schema,
+    load_tools,
     load_tools_file,
     openai_strict_problems,
     output_schema,
@@ -174,7 +176,9 @@ def test_provider_specs_carry_the_same_schema_without_dialect() -> None:
         "name": "stock_lookup", "description": description, "input_schema": inputs}
     assert tool_spec(TOOLS, "stock_lookup", "mcp") == {
         "name": "stock_lookup", "description": description, "inputSchema": inputs,
-        "outputSchema": outputs}
+        "outputSchema": outputs, "annotations": {"readOnlyHint": True, "destructiveHint": False,
+                                                 "idempotentHint": True,
+                                                 "openWorldHint": False}}
 
 
 def test_export_tools_lists_every_tool_in_table_order() -> None:
@@ -237,6 +241,21 @@ def test_unknown_format_is_refused() -> None:
 
 REFUND_OK = {"order_id": "ord_12345678", "amount_cents": 1999, "currency": "EUR",
              "reason": "damaged", "notify_customer": True, "request_id": "req_AbCdEf123456"}
+#: What the MCP fixture's annotations say of each tool, stated for the formats that cannot.
+FIXTURE_EFFECTS = {"issue_refund": "irreversible", "create_ticket": "reversible_write",
+                   "search_orders": "read"}
+
+
+def load_fixture(file: str, **fns: Any) -> dict[str, dict[str, Any]]:
+    """A provider fixture's table, each tool a read or a write as the MCP annotations say."""
+    effects = None if file == "mcp_tools.json" else FIXTURE_EFFECTS
+    return load_tools_file(FIXTURES / file, fns=fns, effects=effects)
+
+
+def trusted_call(gate: Gate, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A call with every scope, an approval of these args and a step key, as an operator's."""
+    return dict(gate.call_tool(name, args, scope=RISKS, run_id="run-1", step_id=repr(args),
+                               approvals=[gate.approve(name, args)]))
 
 
 @pytest.mark.parametrize("file", PROVIDER_FILES)
@@ -254,14 +273,14 @@ REFUND_OK = {"order_id": "ord_12345678", "amount_cents": 1999, "currency": "EUR"
 def test_refund_tool_is_gated_as_its_schema_says(file: str, change: dict[str, Any],
                                                  reason: str) -> None:
     """Each provider's refund tool refuses exactly what its schema refuses, by keyword."""
-    gate = Gate(load_tools_file(FIXTURES / file))
-    assert gate.call_tool("issue_refund", {**REFUND_OK, **change})["error"] == reason
+    gate = Gate(load_fixture(file))
+    assert trusted_call(gate, "issue_refund", {**REFUND_OK, **change})["error"] == reason
 
 
 @pytest.mark.parametrize("file", PROVIDER_FILES)
 def test_optional_fields_may_be_left_out_and_required_ones_not(file: str) -> None:
     """create_ticket's priority and tags are optional; its subject is required."""
-    gate = Gate(load_tools_file(FIXTURES / file))
+    gate = Gate(load_fixture(file))
     ticket = {"customer_id": "cus_0123456789abcdef", "subject": "Refund missing",
               "body": "Paid twice."}
     assert gate.validate_args("create_ticket", ticket) == ""
@@ -275,7 +294,7 @@ def test_every_provider_file_gives_the_same_contracts() -> None:
     """The three files describe the same tools, and import to equal contracts."""
     contracts = [
         {name: (parse_entry(name, entry).args, parse_entry(name, entry).description)
-         for name, entry in load_tools_file(FIXTURES / file).items()}
+         for name, entry in load_fixture(file).items()}
         for file in PROVIDER_FILES
     ]
     assert contracts[0] == contracts[1] == contracts[2]
@@ -292,29 +311,28 @@ def test_mcp_output_schema_becomes_the_return_contract() -> None:
         "search_orders": lambda **args: {"orders": []},
     })
     gate = Gate(table)
-    assert gate.call_tool("issue_refund", REFUND_OK)["ok"]
-    assert gate.call_tool("issue_refund", {**REFUND_OK, "amount_cents": 5})["error"] == (
+    assert trusted_call(gate, "issue_refund", REFUND_OK)["ok"]
+    assert trusted_call(gate, "issue_refund", {**REFUND_OK, "amount_cents": 5})["error"] == (
         "result:range")
     # The schema lets a search find nothing (no minItems), so the gate must too.
     assert gate.call_tool("search_orders", {"query": "mug", "limit": 5})["ok"]
-    assert gate.call_tool("create_ticket", {"customer_id": "cus_0123456789abcdef",
-                                            "subject": "Broken", "body": "."})["error"] == (
+    assert trusted_call(gate, "create_ticket", {"customer_id": "cus_0123456789abcdef",
+                                                "subject": "Broken", "body": "."})["error"] == (
         "raised:NotImplementedError")
 
 
 def test_openai_and_anthropic_tools_only_require_an_object_back() -> None:
     """Without an output schema the return contract is empty: any dict is accepted."""
-    table = load_tools_file(FIXTURES / "openai_tools.json",
-                            fns={"issue_refund": lambda **args: {"anything": 1}})
+    table = load_fixture("openai_tools.json", issue_refund=lambda **args: {"anything": 1})
     assert table["issue_refund"]["returns"] == {}
-    assert Gate(table).call_tool("issue_refund", REFUND_OK)["ok"]
+    assert trusted_call(Gate(table), "issue_refund", REFUND_OK)["ok"]
 
 
 def test_absent_additional_properties_still_closes_the_arguments() -> None:
     """The Anthropic file omits additionalProperties; the gate refuses unnamed args anyway."""
     schema = json.loads((FIXTURES / "anthropic_tools.json").read_text())[0]["input_schema"]
     assert "additionalProperties" not in schema
-    gate = Gate(load_tools_file(FIXTURES / "anthropic_tools.json"))
+    gate = Gate(load_fixture("anthropic_tools.json"))
     assert gate.validate_args("issue_refund", {**REFUND_OK, "sku": "A"}) == "unexpected:sku"
 
 
@@ -624,3 +642,146 @@ def test_responses_style_openai_tool_and_missing_parameters(tmp_path: Path) -> N
     assert table["ping"]["args"] == table["pong"]["args"] == {}
     assert table["ping"]["description"] == "Check the service."
     assert Gate(table).validate_args("ping", {"x": 1}) == "unexpected:x"
+
+
+# --- Tools files: effect and risk from MCP annotations -------------------------------------
+
+
+def mcp_tool(name: str = "t", annotations: Any = None) -> dict[str, Any]:
+    """An MCP tool taking one int, with these annotations (none when ``None``)."""
+    tool: dict[str, Any] = {"name": name, "inputSchema": schema_of({"n": {"type": "integer"}},
+                                                                    required=["n"])}
+    if annotations is not None:
+        tool["annotations"] = annotations
+    return tool
+
+
+@pytest.mark.parametrize(("annotations", "effect", "risk", "trust"), [
+    pytest.param({"readOnlyHint": True, "openWorldHint": False}, "read", "read_public",
+                 "trusted", id="closed-read"),
+    pytest.param({"readOnlyHint": True}, "read", "read_public", "untrusted",
+                 id="open-world-read"),
+    pytest.param({"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False},
+                 "write", "reversible_write", "trusted", id="additive-closed"),
+    pytest.param({"readOnlyHint": False, "destructiveHint": False}, "write", "external_effect",
+                 "trusted", id="additive-open-world"),
+    pytest.param({"readOnlyHint": False}, "write", "irreversible", "trusted",
+                 id="destructive-by-default"),
+    pytest.param({"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
+                  "openWorldHint": False}, "write", "irreversible", "trusted",
+                 id="idempotent-changes-nothing"),
+    pytest.param(None, "write", "irreversible", "trusted", id="no-annotations"),
+    pytest.param({"title": "T"}, "write", "irreversible", "trusted", id="no-hints"),
+])
+def test_mcp_annotations_give_effect_and_risk(annotations: Any, effect: str, risk: str,
+                                              trust: str) -> None:
+    """Absent hints read as MCP's spec reads them: not read-only, destructive, open world."""
+    contract = parse_entry("t", load_tools([mcp_tool(annotations=annotations)])["t"])
+    assert (contract.effect, contract.risk, contract.trust) == (effect, risk, trust)
+
+
+def test_a_tool_that_does_not_say_it_reads_is_a_write_and_is_never_memoized(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The old default made this a memoized public read; now it is refused, and said so."""
+    runs: list[dict[str, Any]] = []
+    openai = {"type": "function", "function": {"name": "refund", "parameters": schema_of(
+        {"n": {"type": "integer"}}, required=["n"])}}
+    with caplog.at_level(logging.WARNING, logger="agtool"):
+        table = load_tools([openai], fns={"refund": lambda **args: runs.append(args) or {}})
+    assert "'refund' does not say it is read-only" in caplog.text
+    assert "effects={'refund': 'read'}" in caplog.text
+    gate = Gate(table)
+    assert gate.call_tool("refund", {"n": 1})["error"] == "auth:scope:irreversible"
+    assert runs == []
+    assert trusted_call(gate, "refund", {"n": 1}) == trusted_call(gate, "refund", {"n": 1})
+    assert runs == [{"n": 1}]
+    assert (gate.stats("refund").hits, gate.stats("refund").replayed) == (0, 1)
+
+
+def test_an_annotated_tool_is_imported_without_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Only a tool whose effect had to be guessed is warned about."""
+    with caplog.at_level(logging.WARNING, logger="agtool"):
+        load_tools([mcp_tool(annotations={"readOnlyHint": True}),
+                    mcp_tool("w", {"readOnlyHint": False})])
+    assert caplog.text == ""
+
+
+@pytest.mark.parametrize(("override", "effect", "risk"), [
+    pytest.param("read", "read", "read_public", id="read"),
+    pytest.param("write", "write", "reversible_write", id="write"),
+    pytest.param("read_sensitive", "read", "read_sensitive", id="read-risk"),
+    pytest.param("external_effect", "write", "external_effect", id="write-risk"),
+    pytest.param({"effect": "write", "risk": "irreversible", "key_args": ["n"]}, "write",
+                 "irreversible", id="entry-keys"),
+])
+def test_effects_override_the_annotations(override: Any, effect: str, risk: str,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    """An override wins over the annotations (or their absence), and silences the warning."""
+    with caplog.at_level(logging.WARNING, logger="agtool"):
+        table = load_tools([mcp_tool(annotations={"readOnlyHint": True})], effects={"t": override})
+        load_tools([mcp_tool()], effects={"t": override})
+    contract = parse_entry("t", table["t"])
+    assert (contract.effect, contract.risk) == (effect, risk)
+    assert caplog.text == ""
+
+
+@pytest.mark.parametrize(("tools", "effects", "word"), [
+    pytest.param([mcp_tool()], {"t": "delete"}, "must be 'read', 'write' or a risk level",
+                 id="unknown-effect"),
+    pytest.param([mcp_tool()], {"t": {"effect": "write", "colour": "red"}}, "entry keys",
+                 id="unknown-entry-key"),
+    pytest.param([mcp_tool()], {"t": {"effect": "write", "key_args": ["m"]}}, "key_args",
+                 id="key-args-of-no-argument"),
+    pytest.param([mcp_tool()], {"u": "read"}, "does not define", id="unknown-tool"),
+    pytest.param([mcp_tool(annotations={"readOnlyHint": "yes"})], None, "true or false",
+                 id="hint-not-a-bool"),
+    pytest.param([mcp_tool(annotations=["readOnlyHint"])], None, "must be an object",
+                 id="annotations-not-an-object"),
+])
+def test_a_bad_effect_or_hint_is_a_schema_error(tools: Any, effects: Any, word: str) -> None:
+    """A hint that cannot be read, or an override that names nothing, is refused."""
+    with pytest.raises(SchemaError, match=word):
+        load_tools(tools, effects=effects)
+
+
+def test_hint_errors_point_into_the_file(tmp_path: Path) -> None:
+    """A hint that is not a bool is named by its JSON pointer in the file."""
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps({"tools": [mcp_tool(annotations={"destructiveHint": 0})]}))
+    with pytest.raises(SchemaError) as caught:
+        load_tools_file(path)
+    assert caught.value.field == "/tools/0/annotations/destructiveHint"
+
+
+@pytest.mark.parametrize("risk", ["read_public", "reversible_write", "external_effect",
+                                  "irreversible"])
+@pytest.mark.parametrize("source", ["internal", "web"])
+def test_exported_annotations_import_back_to_the_same_effect_and_risk(risk: str,
+                                                                      source: str) -> None:
+    """tool_spec's MCP annotations are what the importer reads back: effect, risk, a read's trust.
+
+    No MCP hint says a write's output is untrusted, so a write comes back trusted.
+    """
+    effect = "read" if risk.startswith("read") else "write"
+    table = one_tool(args={"n": {"type": "int"}})
+    table["t"].update(effect=effect, risk=risk, source=source)
+    back = parse_entry("t", load_tools(export_tools(table, "mcp"))["t"])
+    expected = parse_entry("t", table["t"])
+    assert (back.effect, back.risk) == (expected.effect, expected.risk)
+    assert back.trust == (expected.trust if effect == "read" else "trusted")
+
+
+def test_in_memory_tools_load_as_the_file_does() -> None:
+    """load_tools on a file's contents gives the file's table, effects and all."""
+    data = json.loads((FIXTURES / "mcp_tools.json").read_text())
+    from_file, in_memory = load_tools_file(FIXTURES / "mcp_tools.json"), load_tools(data)
+    def shape(table: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+        return {name: (contract.args, contract.returns, contract.effect, contract.risk,
+                       contract.trust, contract.description)
+                for name, contract in ((name, parse_entry(name, entry))
+                                       for name, entry in table.items())}
+
+    assert shape(from_file) == shape(in_memory)
+    assert [parse_entry(name, entry).risk for name, entry in in_memory.items()] == [
+        "irreversible", "reversible_write", "read_public"]
