@@ -65,11 +65,19 @@ _ARG_CHECK = {"type": "type", "required": "missing", "additionalProperties": "un
               "pattern": "pattern"}
 
 
-def spec_schema(spec: Spec, results: bool, top: bool = False) -> dict[str, Any]:
-    """The JSON Schema of one spec, as the contract dialect documents it."""
-    schema: dict[str, Any] = {"type": _JSON_TYPE[spec.type]}
+def spec_schema(spec: Spec, results: bool, top: bool = False,
+                nullable: bool = False) -> dict[str, Any]:
+    """The JSON Schema of one spec, as the contract dialect documents it.
+
+    ``nullable``: an optional key that takes null for "not given".
+    """
+    if spec.type == "dict" and isinstance(spec.item, Mapping):
+        schema = object_schema(spec.item, results)
+        return {**schema, "type": ["object", "null"]} if nullable else schema
+    schema: dict[str, Any] = {"type": [_JSON_TYPE[spec.type], "null"] if nullable
+                              else _JSON_TYPE[spec.type]}
     if spec.allowed is not None:
-        schema["enum"] = list(spec.allowed)
+        schema["enum"] = [*spec.allowed, None] if nullable else list(spec.allowed)
     if spec.min is not None:
         schema["minimum"] = spec.min
     if spec.max is not None:
@@ -95,7 +103,8 @@ def spec_schema(spec: Spec, results: bool, top: bool = False) -> dict[str, Any]:
 def object_schema(fields: Mapping[str, Spec], results: bool, top: bool = False) -> dict[str, Any]:
     """Arguments are closed; returned objects may carry keys their contract does not name."""
     return {"type": "object",
-            "properties": {key: spec_schema(spec, results, top) for key, spec in fields.items()},
+            "properties": {key: spec_schema(spec, results, top, spec.null_is_absent)
+                           for key, spec in fields.items()},
             "required": [key for key, spec in fields.items() if spec.required],
             "additionalProperties": results}
 
