@@ -733,6 +733,14 @@ def from_json_schema(
     ``examples`` and the like validate nothing and are passed over). Anything
     else raises ``SchemaError`` naming the keyword by JSON pointer.
 
+    Null is read only on a property, as the dialect's "not given": ``type:
+    [T, "null"]``, an ``anyOf``/``oneOf`` of one schema and ``{"type":
+    "null"}``, or OpenAPI's ``nullable: true`` make it optional with null
+    allowed, even when ``required`` lists it (OpenAI strict mode's way of
+    saying optional); a property left out of ``required`` that does not admit
+    null becomes ``nullable: False``. An object with ``properties`` is a
+    ``dict`` with named keys (``item``), or a list's items.
+
     Argument objects are closed whether or not the schema says
     ``additionalProperties: false``: the gate refuses unnamed arguments. A
     ``pattern`` keeps JSON Schema's search meaning (see ``gate_pattern``); one
