@@ -383,7 +383,7 @@ def _check_once_per_key(gate: Gate, name: str, args: dict[str, Any],
         assert ran == 1, (f"{name}({show(other_args)}) in step {step} is a new write, yet it "
                           f"ran the body {ran} time(s)")
     else:
-        expected = first if same_value(other_args, args) else {
+        expected = first if _same_call(gate, name, other_args, args) else {
             "ok": False, "value": None, "error": "write:conflict"}
         assert ran == 0, (f"{name}({show(other_args)}) reuses the idempotency key of {what} "
                           f"but ran the body {ran} time(s)")

@@ -473,3 +473,19 @@ def test_an_imported_strict_mode_schema_takes_the_nulls_its_model_sends() -> Non
     assert gate.validate_args("t", {"q": "mug"}) == ""
     assert gate.validate_args("t", {"q": None, "page": None}) == "type:q"
     assert seen == [{"q": "mug"}]
+
+
+def test_a_sensitive_key_inside_a_named_dict_is_redacted() -> None:
+    """A model and a plan never see a sensitive value a named dict holds, in args or results."""
+    card = {"type": "dict", "item": {"number": {"type": "str", "sensitive": True},
+                                     "name": {"type": "str"}}}
+    table = _table({"card": card}, {"card": card}, fn=lambda card: {"card": card},
+                   effect="write", risk="external_effect")
+    gate = Gate(table, scope={"read_public", "external_effect"})
+    args = {"card": {"number": "4111-1111", "name": "Ann"}}
+    plan = gate.call_tool("t", args, run_id="r", step_id="s", dry_run=True)["value"]
+    assert plan["args"] == {"card": {"number": "[redacted]", "name": "Ann"}}
+    answer = gate.call_for_model("t", args, run_id="r", step_id="s",
+                                 approvals=[gate.approve("t", args)])
+    assert "4111" not in json.dumps(answer)
+    assert "Ann" in json.dumps(answer)
