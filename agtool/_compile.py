@@ -172,11 +172,14 @@ class Emitter:
     # -- shared --------------------------------------------------------------------------------
 
     def value(self, spec: Spec, var: str, indent: int, top_level: bool = False) -> None:
+        if isinstance(spec.item, Mapping) and spec.type == "dict":
+            self.fields(spec.item, var, indent)  # a dict with named keys: read as list items are
+            return
         if self.results and spec.type in ("list", "dict"):
             self._container(var, spec.type, indent)
         else:
             self.guard(indent, _TYPE_TESTS[spec.type].format(v=var), "type")
-        if spec.type == "dict" or (spec.type == "list" and spec.item is None):
+        if spec.type in ("list", "dict") and spec.item is None:
             self.closed = False
         min_len = spec.min_len
         if self.results and top_level and spec.type == "list" and min_len is None:
@@ -261,7 +264,16 @@ class Emitter:
                 self.store(spec, var, key, field, indent)
             else:
                 optional.append(field)
-                self.emit(indent, f"if {field} is not MISSING:")
+                if spec.null_is_absent and self.results:
+                    # Checked, never rewritten: the null stays, counted as a key it has.
+                    self.emit(indent, f"if {field} is not MISSING and {field} is not None:")
+                elif spec.null_is_absent:
+                    # Null is "not given": the snapshot the body runs on has no such key.
+                    self.emit(indent, f"if {field} is None:")
+                    self.emit(indent + 1, f"del {var}[{key!r}]")
+                    self.emit(indent, f"elif {field} is not MISSING:")
+                else:
+                    self.emit(indent, f"if {field} is not MISSING:")
                 self.value(spec, field, indent + 1, top_level)
                 self.store(spec, var, key, field, indent + 1)
         if self.results:
@@ -355,30 +367,35 @@ def compile_copy(specs: Mapping[str, Spec]) -> Callable[[Any], Any] | None:
 
 def _copy_fields(emitter: Emitter, specs: Mapping[str, Spec], var: str, indent: int) -> None:
     for key, spec in specs.items():
-        if spec.type != "list":
+        if spec.type not in ("list", "dict"):
             continue
         field = emitter.fresh("v")
         if spec.required:
             emitter.emit(indent, f"{field} = {var}[{key!r}]")
-            _copy_list(emitter, spec, field, indent)
+            _copy_container(emitter, spec, field, indent)
             emitter.emit(indent, f"{var}[{key!r}] = {field}")
         else:
-            emitter.emit(indent, f"{field} = {var}.get({key!r}, MISSING)")
-            emitter.emit(indent, f"if {field} is not MISSING:")
-            _copy_list(emitter, spec, field, indent + 1)
+            # None for a key it lacks, or for the null an optional key may hold: no copy.
+            emitter.emit(indent, f"{field} = {var}.get({key!r})")
+            emitter.emit(indent, f"if {field} is not None:")
+            _copy_container(emitter, spec, field, indent + 1)
             emitter.emit(indent + 1, f"{var}[{key!r}] = {field}")
 
 
-def _copy_list(emitter: Emitter, spec: Spec, var: str, indent: int) -> None:
+def _copy_container(emitter: Emitter, spec: Spec, var: str, indent: int) -> None:
+    """Copy the list or named-key dict in ``var``, and each container inside it."""
     emitter.emit(indent, f"{var} = {var}.copy()")
     item = spec.item
-    if isinstance(item, Spec) and item.type != "list":
+    if spec.type == "dict":
+        _copy_fields(emitter, item, var, indent)  # type: ignore[arg-type]  # closed: named
+        return
+    if isinstance(item, Spec) and item.type not in ("list", "dict"):
         return
     index, element = emitter.fresh("i"), emitter.fresh("v")
     emitter.emit(indent, f"for {index} in range(len({var})):")
     emitter.emit(indent + 1, f"{element} = {var}[{index}]")
     if isinstance(item, Spec):
-        _copy_list(emitter, item, element, indent + 1)
+        _copy_container(emitter, item, element, indent + 1)
     else:
         emitter.emit(indent + 1, f"{element} = {element}.copy()")
         _copy_fields(emitter, item, element, indent + 1)  # type: ignore[arg-type]

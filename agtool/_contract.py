@@ -15,12 +15,31 @@ A table is a plain dict, kept as a value that programs read::
             "ttl": seconds}}
 
 A spec is a dict with ``type`` (one of ``TYPES``) and optionally ``required``
-(bool, default ``True``), ``allowed``, ``min``, ``max``, ``min_len``,
-``max_len``, ``pattern`` (which all of a str must match, read by RE2: see
-``agtool._patterns``), ``item``, ``description``, ``echo`` and
+(bool, default ``True``), ``nullable``, ``allowed``, ``min``, ``max``,
+``min_len``, ``max_len``, ``pattern`` (which all of a str must match, read by
+RE2: see ``agtool._patterns``), ``item``, ``description``, ``echo`` and
 ``sensitive`` (redacted before a model or a log sees it). ``parse_entry`` turns
 an entry into a frozen ``ToolContract`` or raises ``ContractError`` naming the
 tool, the field and the problem.
+
+Null means absent. For an optional key (``required: False``: an argument, a
+returned key, or a named key of a list item or a dict) a ``None`` value is
+read as the key not given: the args snapshot the body runs on has no such key
+(so the body's own default applies, and ``{"x": None}`` is keyed, digested
+and recorded as ``{}``), and a returned null is not checked against the
+spec (a result is checked, never rewritten: the null stays in the value
+handed back). ``nullable: False`` (a bool, only on an optional non-echo
+spec) refuses null there as a wrong type. Null is never a value anywhere
+else: a required key, an echo argument or a list item that is null is
+refused as ``type``.
+
+``item`` is the spec of a list's items, or a dict of named keys
+(``{key: spec}``) for a list of objects; on a ``dict`` it must be named keys,
+and the dict is then closed like the arguments: its required keys present,
+no other key, each value checked by its spec. Such a dict reports a defect
+inside it as its list items do, against the top-level argument
+(``missing:arg``, ``unexpected:arg``, ``type:arg``). Named keys nest, through
+lists and dicts, up to ``MAX_ITEM_DEPTH`` levels.
 """
 
 from __future__ import annotations
@@ -50,8 +69,8 @@ __all__ = [
 
 TYPES = ("str", "int", "float", "bool", "list", "dict")
 SPEC_KEYS = frozenset(
-    {"type", "required", "allowed", "min", "max", "min_len", "max_len", "pattern", "item",
-     "description", "echo", "sensitive"}
+    {"type", "required", "nullable", "allowed", "min", "max", "min_len", "max_len", "pattern",
+     "item", "description", "echo", "sensitive"}
 )
 ENTRY_KEYS = frozenset({"fn", "args", "returns", "description", "effect", "risk", "key_args",
                         "timeout", "source", "trust", "ttl"})
@@ -79,7 +98,7 @@ _KEY_TYPES = {
     "min_len": {"str", "list"},
     "max_len": {"str", "list"},
     "pattern": {"str"},
-    "item": {"list"},
+    "item": {"list", "dict"},
     "echo": {"str"},
 }
 
@@ -92,6 +111,8 @@ class Spec:
 
     type: str
     required: bool = True
+    #: Whether null, given for this key when it is optional, means "not given".
+    nullable: bool = True
     allowed: tuple[Any, ...] | None = None
     min: float | None = None
     max: float | None = None
@@ -104,6 +125,11 @@ class Spec:
     echo: bool = False
     #: Redacted before a model or a call record sees it.
     sensitive: bool = False
+
+    @property
+    def null_is_absent(self) -> bool:
+        """Whether a null given for this key is read as the key not given."""
+        return self.nullable and not self.required and not self.echo
 
 
 @dataclass(frozen=True)
@@ -301,6 +327,15 @@ def _parse_spec(tool: str, field: str, spec: object) -> Spec:
     sensitive = spec.get("sensitive", False)
     if type(sensitive) is not bool:
         raise ContractError(tool, f"{field}.sensitive", f"must be a bool, got {sensitive!r}")
+    nullable = spec.get("nullable", True)
+    if "nullable" in spec:
+        if type(nullable) is not bool:
+            raise ContractError(tool, f"{field}.nullable", f"must be a bool, got {nullable!r}")
+        if required or echo:
+            # An ignored key is a hole: nullable says what null means for a key that may be
+            # left out, and a required key or an echo argument is never null.
+            raise ContractError(tool, f"{field}.nullable", "applies to optional specs only "
+                                "(required: False, not echo); null is never a value here")
     pattern = spec.get("pattern")
     if pattern is not None:
         if not isinstance(pattern, str):
@@ -313,12 +348,14 @@ def _parse_spec(tool: str, field: str, spec: object) -> Spec:
     parsed = Spec(
         type=type_name,
         required=required,
+        nullable=nullable,
         min=low,
         max=high,
         min_len=min_len,  # type: ignore[arg-type]  # _is_count admits ints only
         max_len=max_len,  # type: ignore[arg-type]
         pattern=pattern,
-        item=_parse_item(tool, f"{field}.item", spec["item"]) if "item" in spec else None,
+        item=_parse_item(tool, f"{field}.item", spec["item"], type_name) if "item" in spec
+        else None,
         description=description,
         echo=echo,
         sensitive=sensitive,
@@ -352,12 +389,18 @@ def _bounds(
     return low, high
 
 
-def _parse_item(tool: str, field: str, item: object) -> Spec | dict[str, Spec]:
+def _parse_item(tool: str, field: str, item: object, owner: str) -> Spec | dict[str, Spec]:
     if field.count(".item") > MAX_ITEM_DEPTH:
         raise ContractError(tool, field, f"items nest deeper than {MAX_ITEM_DEPTH} levels")
     # A spec names its type with a str; a mapping of keys to specs has dict
     # values, even for a key that happens to be called "type".
     if isinstance(item, Mapping) and isinstance(item.get("type"), str):
+        if owner == "dict":
+            raise ContractError(tool, field, "a dict's item names its keys: a non-empty dict "
+                                "of key -> spec, not one spec for every value")
+        if "nullable" in item:
+            raise ContractError(tool, f"{field}.nullable", "applies to optional keys only; "
+                                "a list item is never null")
         spec = _parse_spec(tool, field, item)
         _refuse_nested_echo(tool, field, spec)
         return spec
@@ -405,14 +448,13 @@ def scalar_problem(spec: Spec, value: Any) -> str:
 
 def is_closed(spec: Spec) -> bool:
     """Whether the contract types every part of a valid value (what orjson writes exactly)."""
-    if spec.type == "dict":
-        return False  # a dict spec names no keys: its values are anything
-    if spec.type != "list":
+    if spec.type not in ("list", "dict"):
         return True  # a checked scalar, even a float: orjson writes 1 and 1.0 apart
     item = spec.item
     if item is None:
-        return False
+        return False  # a list or dict whose contents the spec leaves open: anything
     if isinstance(item, Spec):
         return is_closed(item)
-    # Items with named keys may carry unnamed ones only if the args check let them: it does not.
+    # Named keys may carry unnamed ones only if the args check let them: it does not.
+    # (A null for an optional key is a scalar, which orjson writes exactly too.)
     return all(is_closed(inner) for inner in item.values())

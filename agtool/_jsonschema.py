@@ -168,9 +168,12 @@ def to_json_schema(table: Mapping[str, Any], name: str) -> dict[str, Any]:
     Arguments are closed (``additionalProperties: false`` on every object), a
     ``pattern`` is exported as ``^(?:pattern)$`` because the gate full-matches
     while JSON Schema searches (the text itself is kept, and the gate reads it
-    with RE2), and an echo argument is required and marked with
-    ``ECHO_KEYWORD``. The few values the gate refuses although the schema
-    allows them, and how RE2 reads a pattern, are in ``STRICTER_THAN_JSON_SCHEMA``.
+    with RE2), an echo argument is required and marked with
+    ``ECHO_KEYWORD``, and an optional key that takes null for "not given"
+    (``nullable``, the default) has the types ``[T, "null"]`` (and ``null`` in
+    its ``enum``); one with ``nullable: False`` has ``T`` alone. The few
+    values the gate refuses although the schema allows them, and how RE2 reads
+    a pattern, are in ``STRICTER_THAN_JSON_SCHEMA``.
     """
     contract = _contract_of(table, name)
     return {"$schema": DIALECT, **_object_schema(name, contract.args, True, "")}
@@ -179,7 +182,8 @@ def to_json_schema(table: Mapping[str, Any], name: str) -> dict[str, Any]:
 def output_schema(table: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The Draft 2020-12 schema of what ``name`` returns, as the gate checks it.
 
-    Returned objects are open (extra keys are allowed), and a top-level
+    Returned objects are open (extra keys are allowed), an optional key may be
+    null unless it says ``nullable: False``, and a top-level
     returned list has ``minItems: 1`` unless its contract sets ``min_len``:
     an empty result is refused as ``result:empty``.
     """
@@ -195,7 +199,8 @@ def _object_schema(tool: str, specs: Mapping[str, Spec], closed: bool, where: st
                    ) -> dict[str, Any]:
     schema: dict[str, Any] = {
         "type": "object",
-        "properties": {key: _spec_schema(tool, spec, closed, f"{where}/properties/{_escape(key)}")
+        "properties": {key: _spec_schema(tool, spec, closed, f"{where}/properties/{_escape(key)}",
+                                         nullable=spec.null_is_absent)
                        for key, spec in specs.items()},
         # An echo argument is refused when missing, whatever its `required` says.
         "required": [key for key, spec in specs.items() if spec.required or spec.echo],
@@ -205,14 +210,25 @@ def _object_schema(tool: str, specs: Mapping[str, Spec], closed: bool, where: st
     return schema
 
 
-def _spec_schema(tool: str, spec: Spec, closed: bool, where: str) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": _JSON_TYPES[spec.type]}
+def _spec_schema(tool: str, spec: Spec, closed: bool, where: str, nullable: bool = False
+                 ) -> dict[str, Any]:
+    if spec.type == "dict" and spec.item is not None:
+        named = _object_schema(tool, spec.item, closed, where)  # type: ignore[arg-type]
+        if spec.description:
+            named = {"type": "object", "description": spec.description, **named}
+        if nullable:
+            named["type"] = ["object", "null"]
+        return named
+    # Null is a second type, not an anyOf: strict mode and every validator read it alike,
+    # and the keywords beside it (bounds, pattern, items) apply to their own type only.
+    schema: dict[str, Any] = {"type": [_JSON_TYPES[spec.type], "null"] if nullable
+                              else _JSON_TYPES[spec.type]}
     description = " ".join(part for part in (spec.description, ECHO_NOTE if spec.echo else "")
                            if part)
     if description:
         schema["description"] = description
     if spec.allowed is not None:
-        schema["enum"] = list(spec.allowed)
+        schema["enum"] = [*spec.allowed, None] if nullable else list(spec.allowed)
     for keyword, bound in (("minimum", spec.min), ("maximum", spec.max)):
         if bound is not None:
             schema[keyword] = bound
@@ -254,13 +270,15 @@ _PROVIDER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 def openai_strict_problems(table: Mapping[str, Any], name: str) -> list[str]:
     """Why ``name`` cannot be exported with OpenAI's ``strict: true``; empty when it can.
 
-    Strict mode requires every property and offers ``["string", "null"]`` for an
-    optional one, but the gate refuses null: a tool with an optional argument is
-    exported with ``strict: false`` and its exact schema rather than a schema
-    that would tell the model null is fine. So is one using a keyword strict
-    mode lacks (``minLength``/``maxLength``), a free-form object (strict mode
-    needs every key named), or an echo argument (its marker is outside strict
-    mode's keywords, and the value it must equal is beyond any schema).
+    Strict mode requires every property and says "optional" as ``[T, "null"]``,
+    which is what the gate reads a null for an optional key as: "not given". So
+    a nullable optional key (the default) is exported listed in ``required``,
+    typed nullable. What strict mode cannot say keeps a tool at ``strict:
+    false`` with its exact schema: an optional key with ``nullable: False``
+    (strict mode has no "may be left out but not null"), a keyword strict mode
+    lacks (``minLength``/``maxLength``), a free-form object (strict mode needs
+    every key named), or an echo argument (its marker is outside strict mode's
+    keywords, and the value it must equal is beyond any schema).
     """
     contract = _contract_of(table, name)
     return list(_strict_problems(contract.args, ""))
@@ -271,18 +289,20 @@ def _strict_problems(specs: Mapping[str, Spec], prefix: str) -> Iterator[str]:
         path = f"{prefix}{key}"
         if spec.echo:
             yield f"{path}: an echo argument; strict mode cannot carry its marker"
-        elif not spec.required:
-            yield (f"{path}: optional; strict mode requires every property, and its null "
-                   f"union would invite a null the gate refuses")
+        elif not spec.required and not spec.nullable:
+            yield (f"{path}: optional but nullable: False; strict mode requires every "
+                   f"property and says optional only as null")
         yield from _strict_value_problems(spec, path)
 
 
 def _strict_value_problems(spec: Spec, path: str) -> Iterator[str]:
     if spec.type == "str" and (spec.min_len is not None or spec.max_len is not None):
         yield f"{path}: minLength/maxLength are not in strict mode's keywords"
-    if spec.type == "dict":
+    if spec.type == "dict" and spec.item is None:
         yield f"{path}: a free-form object; strict mode needs every key named"
-    if isinstance(spec.item, Spec):
+    if spec.type == "dict" and spec.item is not None:
+        yield from _strict_problems(spec.item, f"{path}.")  # type: ignore[arg-type]
+    elif isinstance(spec.item, Spec):
         yield from _strict_value_problems(spec.item, f"{path}[]")
     elif spec.item is not None:
         yield from _strict_problems(spec.item, f"{path}[].")
@@ -292,7 +312,9 @@ def tool_spec(table: Mapping[str, Any], name: str, format: str) -> dict[str, Any
     """``name`` as a tool definition for ``format``: ``openai``, ``anthropic`` or ``mcp``.
 
     - ``openai``: a Chat Completions function tool, ``strict`` exactly when
-      ``openai_strict_problems`` finds nothing;
+      ``openai_strict_problems`` finds nothing, and then with every property
+      listed in ``required`` (the optional ones typed nullable: null is "not
+      given");
     - ``anthropic``: ``{"name", "description", "input_schema"}``;
     - ``mcp``: ``{"name", "description", "inputSchema", "outputSchema",
       "annotations"}``, the annotations from ``effect`` and ``risk``
@@ -311,6 +333,8 @@ def tool_spec(table: Mapping[str, Any], name: str, format: str) -> dict[str, Any
     described = {"description": contract.description} if contract.description else {}
     if format == "openai":
         strict = not openai_strict_problems(table, name)
+        if strict:
+            schema = _all_required(schema)
         return {"type": "function", "function": {"name": name, **described,
                                                  "parameters": schema, "strict": strict}}
     if format == "anthropic":
@@ -318,6 +342,22 @@ def tool_spec(table: Mapping[str, Any], name: str, format: str) -> dict[str, Any
     return {"name": name, **described, "inputSchema": schema,
             "outputSchema": _without_dialect(output_schema(table, name)),
             "annotations": mcp_annotations(contract)}
+
+
+def _all_required(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every object's properties all required: strict mode's form.
+
+    Only for a schema whose optional keys are all nullable: strict mode's model
+    says null for "not given", and the gate reads that null as absent.
+    """
+    schema = dict(schema)
+    if "properties" in schema:
+        schema["properties"] = {key: _all_required(child)
+                                for key, child in schema["properties"].items()}
+        schema["required"] = list(schema["properties"])
+    if isinstance(schema.get("items"), dict):
+        schema["items"] = _all_required(schema["items"])
+    return schema
 
 
 def export_tools(table: Mapping[str, Any], format: str) -> list[dict[str, Any]]:
@@ -348,13 +388,15 @@ _SPEC_KEYS = {"enum": "allowed", "const": "allowed", "minimum": "min", "maximum"
               "maxItems": "max_len", "pattern": "pattern"}
 _ROOT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "$schema",
                             "$defs", "definitions"}) | _ANNOTATIONS
-_NULL_HINT = ("null is not a value the gate accepts; to make an argument optional, leave it "
-              "out of `required` instead")
+_NULL_HINT = ("null is read by the gate only as an optional key's 'not given' ([T, \"null\"] "
+              "or an anyOf of one schema and {\"type\": \"null\"} on a property); a list "
+              "item, a whole schema or a value that is only null cannot be null")
 _HINTS = {
     "exclusiveMinimum": "use minimum", "exclusiveMaximum": "use maximum",
     "anyOf": "the dialect has no unions", "oneOf": "the dialect has no unions",
     "allOf": "the dialect has no unions", "prefixItems": "the dialect has no tuples",
     "format": "the gate cannot check formats; use pattern",
+    "nullable": _NULL_HINT,
 }
 
 
@@ -399,11 +441,68 @@ class _Importer:
         for key, child in properties.items():
             if not isinstance(key, str) or not key:
                 self.fail(f"{where}/properties", "property names must be non-empty strings")
-            spec = self.spec(child, f"{where}/properties/{_escape(key)}", top=where == "")
-            if key not in required and not spec.get("echo"):
+            at = f"{where}/properties/{_escape(key)}"
+            node, at, note, nullable = self.nullable(child, at)
+            spec = self.spec(node, at, top=where == "", note=note)
+            if nullable and spec.get("echo"):
+                self.fail(at, "an echo argument is never null: it must be copied verbatim")
+            if nullable:
+                # Listed in `required` or not, a property that may be null is one the
+                # model may leave out: OpenAI strict mode's way of saying optional.
                 spec["required"] = False
+            elif key not in required and not spec.get("echo"):
+                spec["required"] = False
+                spec["nullable"] = False  # the schema refuses null here, and so does the gate
             specs[key] = spec
         return specs
+
+    def nullable(self, node: object, where: str
+                 ) -> tuple[Mapping[str, Any], str, str | None, bool]:
+        """A property's schema with its null alternative taken off, and whether it had one.
+
+        Null is read from ``type: [T, "null"]`` (with null in its ``enum``, if
+        it has one), from ``anyOf``/``oneOf`` of one schema and
+        ``{"type": "null"}``, and from OpenAPI's ``nullable``.
+        """
+        node, where, note = self.deref(node, where)
+        for keyword in ("anyOf", "oneOf"):
+            branches = node.get(keyword)
+            if not (isinstance(branches, list) and len(branches) == 2
+                    and _has_null_branch(branches)):
+                continue
+            extra = sorted(set(node) - _ANNOTATIONS - {keyword})
+            if extra:
+                self.fail(f"{where}/{_escape(extra[0])}", f"is not allowed beside a nullable "
+                          f"{keyword}; put it in the non-null branch")
+            index = next(number for number, branch in enumerate(branches)
+                         if not (isinstance(branch, Mapping) and branch.get("type") == "null"))
+            null = branches[1 - index]
+            if set(null) - _ANNOTATIONS - {"type"}:
+                self.fail(f"{where}/{keyword}/{1 - index}", "a null branch holds only type")
+            if isinstance(node.get("description"), str):
+                note = node["description"]
+            inner, inner_where, inner_note = self.deref(branches[index],
+                                                        f"{where}/{keyword}/{index}")
+            return inner, inner_where, inner_note if note is None else note, True
+        kind = node.get("type")
+        if (isinstance(kind, list) and len(kind) == 2 and "null" in kind
+                and all(isinstance(each, str) for each in kind) and kind[0] != kind[1]):
+            node = {**node, "type": kind[1 - kind.index("null")]}
+            values = node.get("enum")
+            if not isinstance(values, list) or None in values:
+                if isinstance(values, list):
+                    node["enum"] = [value for value in values if value is not None]
+                return node, where, note, "const" not in node
+            return node, where, note, False  # an enum without null refuses it anyway
+        if "nullable" in node:
+            flag = node["nullable"]
+            if type(flag) is not bool:
+                self.fail(f"{where}/nullable", "must be a boolean")
+            node = {key: value for key, value in node.items() if key != "nullable"}
+            if flag and isinstance(node.get("enum"), list):
+                node["enum"] = [value for value in node["enum"] if value is not None]
+            return node, where, note, flag
+        return node, where, note, False
 
     def check_closure(self, node: Mapping[str, Any], where: str) -> None:
         closure = node.get("additionalProperties")
@@ -425,12 +524,16 @@ class _Importer:
                           f"does not define")
         return frozenset(required)
 
-    def spec(self, node: object, where: str, top: bool) -> dict[str, Any]:
-        node, where, note = self.deref(node, where)
+    def spec(self, node: object, where: str, top: bool, note: str | None = None
+             ) -> dict[str, Any]:
+        node, where, found = self.deref(node, where)
+        note = found if note is None else note
         json_type = self.type_of(node, where)
         echo_here = top and not self.results
         allowed = _ANNOTATIONS | {"type"} | _TYPE_KEYWORDS[json_type]
         self.refuse_unknown(node, where, allowed | ({ECHO_KEYWORD} if echo_here else set()))
+        if json_type == "object" and node.get("properties"):
+            return self.named_object(node, where, note)
         if json_type == "object":
             return self.free_object(node, where, note)
         spec: dict[str, Any] = {"type": _DIALECT_TYPES[json_type]}
@@ -469,11 +572,18 @@ class _Importer:
             return self.members(node, where)
         return self.spec(node, where, top=False)
 
+    def named_object(self, node: Mapping[str, Any], where: str, note: str | None
+                     ) -> dict[str, Any]:
+        spec: dict[str, Any] = {"type": "dict", "item": self.members(node, where)}
+        description = node.get("description", note)
+        if description is not None:
+            spec["description"] = self.description(description, where)
+        return spec
+
     def free_object(self, node: Mapping[str, Any], where: str, note: str | None
                     ) -> dict[str, Any]:
-        if node.get("properties") or node.get("required"):
-            self.fail(where, "an object with named properties is checked by the gate only as "
-                      "a list's items; as a value it can only be a free-form dict")
+        if node.get("required"):
+            self.fail(f"{where}/required", "names keys, but the object has no properties")
         if node.get("additionalProperties", True) is not True:
             self.fail(f"{where}/additionalProperties", "a free-form object must allow any key")
         spec: dict[str, Any] = {"type": "dict"}
@@ -634,6 +744,14 @@ def from_json_schema(
     ``$defs``, and annotations (``description`` kept; ``title``, ``default``,
     ``examples`` and the like validate nothing and are passed over). Anything
     else raises ``SchemaError`` naming the keyword by JSON pointer.
+
+    Null is read only on a property, as the dialect's "not given": ``type:
+    [T, "null"]``, an ``anyOf``/``oneOf`` of one schema and ``{"type":
+    "null"}``, or OpenAPI's ``nullable: true`` make it optional with null
+    allowed, even when ``required`` lists it (OpenAI strict mode's way of
+    saying optional); a property left out of ``required`` that does not admit
+    null becomes ``nullable: False``. An object with ``properties`` is a
+    ``dict`` with named keys (``item``), or a list's items.
 
     Argument objects are closed whether or not the schema says
     ``additionalProperties: false``: the gate refuses unnamed arguments. A

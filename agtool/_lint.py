@@ -6,7 +6,9 @@ string, and a flag may rightly be a boolean. The rules (``RULES``):
 - R1: a tool with three or more fields of which fewer than 75% are required;
 - R2: a string with neither ``enum`` (or ``const``) nor ``pattern``;
 - R3: a boolean switch;
-- R4: sentinel ambiguity: a default that is explicitly null, or a null type;
+- R4: sentinel ambiguity: a default that is explicitly null, or a null type
+  where the gate cannot read null as "not given" (a property's ``[T, "null"]``
+  or the null branch of its ``anyOf``/``oneOf`` is that, and is passed over);
 - R5: an id-like string argument (``request_id``, ``*_id``) not marked echo;
 - R6: a ``pattern`` RE2 cannot compile (the gate would refuse the table), or
   one a backtracking engine (Python's ``re``, most JSON Schema validators) may
@@ -67,7 +69,8 @@ RULES: Mapping[str, str] = MappingProxyType({
     "R1": "required-field density below 0.75 in a tool with three or more fields",
     "R2": "a string with neither enum nor pattern: an open vocabulary the model may invent",
     "R3": "a boolean switch: check it is not two tools, or a mode that wants an enum",
-    "R4": "sentinel ambiguity: an explicit null default or a null type",
+    "R4": "sentinel ambiguity: an explicit null default, or a null type the gate cannot read "
+          "as 'not given'",
     "R5": "an id-like string argument not marked echo, so nobody compares it with the original",
     "R6": "a pattern RE2 cannot compile, or one a backtracking engine may take exponential "
           "time on (a nested quantifier, alternatives that start alike under a quantifier)",
@@ -111,7 +114,7 @@ def _lint(schema: object, tool: str, source: str, base: str) -> list[Finding]:
                           f"{type(schema).__name__}")
     findings = list(_tool_findings(schema, tool))
     for where, node in _nodes(schema, tool, source, base):
-        findings.extend(_node_findings(node, tool, where))
+        findings.extend(_node_findings(schema, node, tool, where))
     return findings
 
 
@@ -134,7 +137,8 @@ def _tool_findings(root: Mapping[str, Any], tool: str) -> Iterator[Finding]:
                           f"mark it echo so the gate compares it with the original")
 
 
-def _node_findings(node: Mapping[str, Any], tool: str, where: str) -> Iterator[Finding]:
+def _node_findings(root: Mapping[str, Any], node: Mapping[str, Any], tool: str, where: str
+                   ) -> Iterator[Finding]:
     types = _types(node)
     if "string" in types and not any(key in node for key in _CLOSED):
         yield Finding("R2", tool, where, "a string with neither enum nor pattern: can the "
@@ -146,7 +150,7 @@ def _node_findings(node: Mapping[str, Any], tool: str, where: str) -> Iterator[F
     if "default" in node and node["default"] is None:
         yield Finding("R4", tool, where, "an explicit null default: does null mean 'not "
                       "given', 'none found' or 'not looked up yet'?")
-    if "null" in types:
+    if "null" in types and not _null_is_not_given(root, types, where):
         yield Finding("R4", tool, where, "a null type: does null mean 'not given', 'none "
                       "found' or 'not looked up yet'?")
     pattern = node.get("pattern")
@@ -154,6 +158,26 @@ def _node_findings(node: Mapping[str, Any], tool: str, where: str) -> Iterator[F
         problem = pattern_problem(_re2_escapes(pattern)) or _backtracking_risk(pattern)
         if problem:
             yield Finding("R6", tool, f"{where}/pattern", f"pattern {pattern!r} {problem}")
+
+
+# A property itself, or one branch of a property's anyOf/oneOf.
+_PROPERTY = re.compile(r"/properties/[^/]+(?P<branch>/(?:anyOf|oneOf)/[0-9]+)?$")
+
+
+def _null_is_not_given(root: Mapping[str, Any], types: set[str], where: str) -> bool:
+    """Whether the gate reads this null as an optional key's "not given", which is no sentinel.
+
+    A property typed ``[T, "null"]``, or the ``{"type": "null"}`` branch beside one
+    schema in a property's ``anyOf``/``oneOf``: the gate hands the body no such
+    key, so the body never sees the null.
+    """
+    found = _PROPERTY.search(where)
+    if found is None:
+        return False
+    if not found["branch"]:
+        return len(types) == 2
+    branches = _resolve(root, "#" + where.rsplit("/", 1)[0])
+    return types == {"null"} and isinstance(branches, list) and len(branches) == 2
 
 
 _QUANTIFIERS = frozenset("*+{")

@@ -95,9 +95,21 @@ class Queries:
         ``run_id`` and ``step_id`` narrow it to that step; by default any step
         with the same arguments is covered.
         """
-        # Digested as the gate digests a call: from the dict's own storage, as a plain copy.
-        plain = plain_dict(args) if isinstance(args, dict) else args
+        plain = self._as_checked(name, args) if isinstance(args, dict) else args
         return Approval(name, digest(plain), by, run_id, step_id)
+
+    def _as_checked(self, name: str, args: dict[Any, Any]) -> dict[Any, Any]:
+        """``args`` as the gate digests a call: its checked snapshot (a null for an optional
+        arg is no arg), or, for args that do not pass, a plain copy of the dict's own storage."""
+        tool = self._tools.lookup(name)
+        if not isinstance(tool, str):
+            # The approver is shown the echo values themselves: they echo what they are.
+            echo = {arg: dict.get(args, arg) for arg, spec in tool.contract.args.items()
+                    if spec.echo}
+            snapshot = tool.snapshot(args, echo)
+            if not isinstance(snapshot, str):
+                return snapshot
+        return plain_dict(args)
 
     def idempotency_key(self, name: str, args: object, run_id: str, step_id: str) -> str | None:
         """The key a write is stored under: run id, step id, tool and its business key.
@@ -111,7 +123,7 @@ class Queries:
             return None
         if not isinstance(args, dict):
             return None
-        # The key is a digest of values: a plain copy digests as the checked snapshot does.
-        snapshot = plain_dict(args)
+        # The key is a digest of values: digested as the gate digests the call it keys.
+        snapshot = self._as_checked(name, args)
         return write_key(name, tool.contract.key_args, snapshot,
                          digest(snapshot), run_id, step_id)

@@ -248,6 +248,8 @@ def _redact(spec: Spec, value: object) -> object:
     if spec.sensitive:
         return REDACTED
     item = spec.item
+    if isinstance(item, Mapping) and isinstance(value, dict):
+        return _redact_keys(item, value)  # a dict with named keys
     if item is None or not isinstance(value, list):
         return value
     if isinstance(item, Spec):
@@ -276,6 +278,8 @@ def _sensitive_in(spec: Spec, value: object) -> list[str]:
     if spec.sensitive:
         return _leaves(value, 0)
     item = spec.item
+    if isinstance(item, Mapping) and isinstance(value, dict):
+        return _sensitive_values(item, value)  # a dict with named keys
     if item is None or not isinstance(value, list):
         return []
     if isinstance(item, Spec):

@@ -4,7 +4,13 @@ Everything here reads a parsed ``agtool.Spec`` and nothing else, so it works on
 any contract table. A defect is a *site*: a check (one of the gate's, plus
 ``empty`` for results) at a path inside one value. A path is a tuple of steps:
 ``".key"`` for a field of an object, ``"[]"`` for one item of a list, so
-``(".rows", "[]", ".count")`` is the ``count`` of some row.
+``(".rows", "[]", ".count")`` is the ``count`` of some row, and
+``(".opts", ".depth")`` the ``depth`` of a dict with named keys.
+
+Null is drawn as the gate reads it: a valid object sometimes sends null for an
+optional key that takes it as "not given", and a ``type`` defect puts null
+only where it is refused (a required key, an echo argument, a list item, an
+optional key with ``nullable: False``).
 
 Defective values are built as "a valid value, then one fixed violation", never
 by filtering, so shrinking can simplify everything around the defect but can
@@ -133,6 +139,8 @@ def satisfiable(spec: Spec, *, results: bool = False, top: bool = False) -> bool
         if spec.max_len is not None and low > spec.max_len:
             return False
         return low == 0 or _item_satisfiable(spec.item, results)
+    if spec.type == "dict":
+        return _item_satisfiable(spec.item, results)
     return True
 
 
@@ -177,6 +185,8 @@ def valid_value(spec: Spec, *, results: bool = False, top: bool = False) -> st.S
         return _valid_text(spec)
     if spec.type == "list":
         return _valid_list(spec, results, top)
+    if isinstance(spec.item, Mapping):
+        return valid_object(spec.item, results=results)
     return st.dictionaries(st.text(max_size=6), json_values(), max_size=3)
 
 
@@ -288,8 +298,10 @@ def valid_object(draw: st.DrawFn, fields: Fields, *, results: bool = False,
                  top: bool = False) -> dict[str, Any]:
     """A dict the gate accepts for ``fields``: every required key, some optional ones.
 
-    Returned objects sometimes carry a key the contract does not name, since
-    the gate lets results have extra keys; arguments never do.
+    An optional key that reads null as "not given" is sometimes sent as null,
+    as models in OpenAI's strict mode do. Returned objects sometimes carry a
+    key the contract does not name, since the gate lets results have extra
+    keys; arguments never do.
     """
     value: dict[str, Any] = {}
     for key, spec in fields.items():
@@ -297,6 +309,9 @@ def valid_object(draw: st.DrawFn, fields: Fields, *, results: bool = False,
             if not satisfiable(spec, results=results, top=top):
                 raise InvalidArgument(f"required field {key!r}: no value keeps its spec {spec!r}")
             value[key] = draw(valid_value(spec, results=results, top=top))
+        elif spec.null_is_absent and draw(st.integers(0, 3)) == 0:
+            event("valid object: null for an optional key")
+            value[key] = None
         elif satisfiable(spec, results=results, top=top) and draw(st.booleans()):
             value[key] = draw(valid_value(spec, results=results, top=top))
     if results and draw(st.booleans()):
@@ -350,6 +365,10 @@ def value_sites(spec: Spec, results: bool, top: bool) -> list[tuple[str, Path]]:
         sites += _length_sites(spec, results, top)
     if spec.pattern is not None and _probes(spec.pattern, spec.min_len, spec.max_len):
         sites.append(("pattern", ()))
+    if spec.type == "dict" and isinstance(spec.item, Mapping):
+        # The dict's own type site is the one above; the rest are its keys'.
+        sites += [site for site in object_sites(spec.item, results=results, top=False)
+                  if site != ("type", ())]
     if spec.type == "list" and spec.item is not None and spec.max_len != 0 and (
             _item_satisfiable(spec.item, results)):
         if isinstance(spec.item, Spec):
@@ -410,6 +429,8 @@ def _probes(pattern: str, min_len: int | None, max_len: int | None) -> tuple[str
 def bad_value(spec: Spec, path: Path, check: str, *, results: bool = False,
               top: bool = False) -> st.SearchStrategy[Bad]:
     """A value for ``spec`` that fails ``check`` at ``path`` and keeps everything else."""
+    if isinstance(spec.item, Mapping) and spec.type == "dict" and (path or check != "type"):
+        return bad_object(spec.item, path, check, results=results)
     if path:
         return _list_with_bad_item(spec, path[1:], check, results)
     builder = _BAD.get(check)
@@ -497,45 +518,45 @@ def _some_ints() -> st.SearchStrategy[int]:
 @_memoized
 def _wrong_type(spec: Spec, results: bool, top: bool) -> st.SearchStrategy[Bad]:
     # One_of shrinks towards its first branch: each list starts with the classic trap.
-    options: dict[str, list[st.SearchStrategy[Bad]]] = {
+    options: dict[str, list[tuple[str, st.SearchStrategy[Any]]]] = {
         "int": [
-            _labelled("bool for int", st.booleans()),
-            _labelled("number as string", _some_ints().map(str)),
-            _labelled("float for int", _some_ints().map(float) | st.floats(allow_nan=False)),
-            _labelled("null for int", st.none()),
+            ("bool for int", st.booleans()),
+            ("number as string", _some_ints().map(str)),
+            ("float for int", _some_ints().map(float) | st.floats(allow_nan=False)),
+            ("null for int", st.none()),
         ],
         "float": [
-            _labelled("bool for float", st.booleans()),
-            _labelled("number as string", st.floats(allow_nan=False, allow_infinity=False).map(
-                repr)),
-            _labelled("non-finite float", st.sampled_from([math.nan, math.inf, -math.inf])),
-            _labelled("null for float", st.none()),
+            ("bool for float", st.booleans()),
+            ("number as string", st.floats(allow_nan=False, allow_infinity=False).map(repr)),
+            ("non-finite float", st.sampled_from([math.nan, math.inf, -math.inf])),
+            ("null for float", st.none()),
         ],
         "str": [
-            _labelled("number for str", _some_ints()),
-            _labelled("null for str", st.none()),
-            _labelled("bool for str", st.booleans()),
-            _labelled("list for str", st.lists(st.text(max_size=3), max_size=2)),
+            ("number for str", _some_ints()),
+            ("null for str", st.none()),
+            ("bool for str", st.booleans()),
+            ("list for str", st.lists(st.text(max_size=3), max_size=2)),
         ],
         "bool": [
-            _labelled("int for bool", st.integers(0, 1)),
-            _labelled("string for bool", st.sampled_from(["true", "false", "True"])),
-            _labelled("null for bool", st.none()),
+            ("int for bool", st.integers(0, 1)),
+            ("string for bool", st.sampled_from(["true", "false", "True"])),
+            ("null for bool", st.none()),
         ],
         "list": [
-            _labelled("tuple for list", st.tuples(_some_ints())),
-            _labelled("string for list", st.text(max_size=4)),
-            _labelled("dict for list", st.dictionaries(st.text(max_size=3), _some_ints(),
-                                                       max_size=2)),
-            _labelled("null for list", st.none()),
+            ("tuple for list", st.tuples(_some_ints())),
+            ("string for list", st.text(max_size=4)),
+            ("dict for list", st.dictionaries(st.text(max_size=3), _some_ints(), max_size=2)),
+            ("null for list", st.none()),
         ],
         "dict": [
-            _labelled("list for dict", st.lists(_some_ints(), max_size=3)),
-            _labelled("string for dict", st.text(max_size=4)),
-            _labelled("null for dict", st.none()),
+            ("list for dict", st.lists(_some_ints(), max_size=3)),
+            ("string for dict", st.text(max_size=4)),
+            ("null for dict", st.none()),
         ],
     }
-    return st.one_of(options[spec.type])
+    # Null for a key that reads it as "not given" is no defect, so never drawn as one.
+    return st.one_of([_labelled(how, values) for how, values in options[spec.type]
+                      if not (spec.null_is_absent and how.startswith("null"))])
 
 
 @_memoized

@@ -150,6 +150,9 @@ def _spec_dict(draw: st.DrawFn, depth: int, required: bool | None, returned_top:
     type_name = draw(st.sampled_from(types))
     if type_name == "list":
         spec = draw(_list_spec(depth, returned_top))
+    elif type_name == "dict" and depth < _MAX_DEPTH and draw(st.booleans()):
+        event("generated spec: a dict with named keys")
+        spec = {"type": "dict", "item": draw(_fields(depth + 1))}
     else:
         spec = draw(_SCALAR_SPECS[type_name])
     if required is None:
@@ -158,6 +161,10 @@ def _spec_dict(draw: st.DrawFn, depth: int, required: bool | None, returned_top:
         spec["required"] = required  # True is the default: said or not, it is the same spec
     if argument and type_name == "str" and draw(st.integers(0, 3)) == 0:
         spec["echo"] = True  # a value the caller must copy verbatim, like a request id
+    if not required and not spec.get("echo") and draw(st.integers(0, 2)) == 0:
+        # Null for "not given" is the default; said or not, and sometimes refused.
+        spec["nullable"] = draw(st.booleans())
+        event(f"generated spec: nullable {spec['nullable']}")
     if draw(st.integers(0, 4)) == 0:
         spec["sensitive"] = True
     if draw(st.booleans()):

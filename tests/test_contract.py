@@ -157,6 +157,33 @@ MALFORMED = [
                  id="item-field-named-type-not-a-spec"),
     pytest.param(arg(type="list", item={"type": "list", "item": {"type": "int", "max_len": 1}}),
                  "t", "args.x.item.item.max_len", "apply", id="nested-item-spec-defect"),
+    # Null for an optional key means "not given" unless nullable says False; nowhere else.
+    pytest.param(arg(type="str", required=False, nullable="no"), "t", "args.x.nullable",
+                 "bool", id="nullable-not-bool"),
+    pytest.param(arg(type="str", nullable=False), "t", "args.x.nullable", "optional",
+                 id="nullable-on-a-required-arg"),
+    pytest.param(arg(type="str", required=True, nullable=True), "t", "args.x.nullable",
+                 "optional", id="nullable-said-on-a-required-arg"),
+    pytest.param(arg(type="str", required=False, echo=True, nullable=False), "t",
+                 "args.x.nullable", "echo", id="nullable-on-an-echo-arg"),
+    pytest.param(one_tool(returns={"n": {"type": "int", "nullable": False}}), "t",
+                 "returns.n.nullable", "optional", id="nullable-on-a-required-returned-key"),
+    pytest.param(arg(type="list", item={"type": "int", "nullable": False}), "t",
+                 "args.x.item.nullable", "list item", id="nullable-on-a-list-item"),
+    pytest.param(arg(type="list", item={"n": {"type": "int", "nullable": True}}), "t",
+                 "args.x.item.n.nullable", "optional", id="nullable-on-a-required-item-key"),
+    # A dict's named keys.
+    pytest.param(arg(type="dict", item={"type": "int"}), "t", "args.x.item", "names its keys",
+                 id="dict-item-one-spec"),
+    pytest.param(arg(type="dict", item={}), "t", "args.x.item", "non-empty",
+                 id="dict-item-empty"),
+    pytest.param(arg(type="dict", item={"k": {"type": "nat"}}), "t", "args.x.item.k.type",
+                 "unknown", id="dict-key-unknown-type"),
+    pytest.param(arg(type="dict", item={"k": {"type": "str", "echo": True}}), "t",
+                 "args.x.item.k.echo", "top-level", id="echo-on-a-dict-key"),
+    pytest.param(one_tool(returns={"d": {"type": "dict", "item": {"n": {"type": "int",
+                                                                      "min": 3, "max": 1}}}}),
+                 "t", "returns.d.item.n.min", "greater", id="returns-dict-key-defect"),
     # Echo arguments: a top-level str argument the model must copy back verbatim.
     pytest.param(arg(type="str", echo="yes"), "t", "args.x.echo", "bool", id="echo-not-bool"),
     pytest.param(arg(type="int", echo=True), "t", "args.x.echo", "apply", id="echo-on-int"),
@@ -331,6 +358,12 @@ VALID_SPECS = [
     pytest.param({"type": "dict"}, id="bare-dict"),
     pytest.param({"type": "str", "echo": True, "pattern": "r[0-9]+"}, id="echo-with-pattern"),
     pytest.param({"type": "str", "echo": False, "required": False}, id="echo-false"),
+    pytest.param({"type": "int", "required": False, "nullable": False}, id="optional-not-null"),
+    pytest.param({"type": "int", "required": False, "nullable": True}, id="nullable-said"),
+    pytest.param({"type": "dict", "item": {"type": {"type": "str"}}},
+                 id="dict-with-a-key-named-type"),
+    pytest.param({"type": "dict", "item": {"k": {"type": "dict", "item": {
+        "n": {"type": "int", "required": False, "nullable": False}}}}}, id="dict-in-dict"),
 ]
 
 
@@ -340,7 +373,8 @@ def test_valid_edge_case_is_accepted(spec: dict[str, Any]) -> None:
     contracts = check_table(arg(**spec))
     parsed = contracts["t"].args["x"]
     assert isinstance(parsed, Spec)
-    for key in ("type", "min", "max", "min_len", "max_len", "pattern", "required", "echo"):
+    for key in ("type", "min", "max", "min_len", "max_len", "pattern", "required", "echo",
+                "nullable"):
         if key in spec:
             assert getattr(parsed, key) == spec[key]
     assert parsed.description == spec.get("description", "")

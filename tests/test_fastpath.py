@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_stateful import without_absent_nulls
 
-from agtool import DEFAULT_SCOPE, Gate
+from agtool import DEFAULT_SCOPE, Gate, check_table
 from agtool.tools import TOOLS
-from strategies import any_calls, bad_results, contract_tables, valid_results
+from strategies import any_calls, bad_results, contract_tables, valid_args, valid_results
 
 Table = dict[str, dict[str, Any]]
 
@@ -163,6 +164,44 @@ def test_cache_key_is_the_key_the_call_is_remembered_under(
         assert key in gate.cache
     else:
         assert key not in gate.cache
+
+
+@st.composite
+def _null_cases(draw: st.DrawFn) -> tuple[Table, str, dict[str, Any], dict[str, Any], object]:
+    """A valid call twice: with null for every nullable optional arg, and with them left out."""
+    table = draw(contract_tables(side_effects=False))
+    name = draw(st.sampled_from(sorted(table)))
+    specs = check_table(table)[name].args
+    args = draw(valid_args(table, name))
+    nullable = [arg for arg, spec in specs.items() if spec.null_is_absent]
+    with_nulls = {**args, **dict.fromkeys(nullable, None)}
+    without = {arg: value for arg, value in args.items() if arg not in nullable}
+    return table, name, with_nulls, without, draw(valid_results(table, name))
+
+
+@given(_null_cases())
+def test_null_and_absent_are_one_remembered_call_on_both_paths(
+        case: tuple[Table, str, dict[str, Any], dict[str, Any], object]) -> None:
+    """Null for an optional arg reaches no body, and keys the call as its absence does."""
+    table, name, with_nulls, without, result = case
+    echo = {arg: value for arg, value in without.items()
+            if check_table(table)[name].args[arg].echo}
+    runs: dict[str, list[dict[str, Any]]] = {"compiled": [], "general": []}
+    answers = {}
+    for path, kwargs in (("compiled", {}), ("general", {"scope": DEFAULT_SCOPE})):
+        gate = Gate(_with_body(table, name, _answering(result, runs[path])))
+        first = gate.call_tool(name, with_nulls, echo, **kwargs)
+        second = gate.call_tool(name, without, echo, **kwargs)
+        assert first["ok"], first
+        assert second == first
+        answers[path] = (first, gate.stats(name), sorted(map(repr, gate.cache)))
+    assert answers["compiled"] == answers["general"]
+    assert runs["compiled"] == runs["general"]
+    # The body saw no null an optional key may stand for, at the top or inside items and dicts.
+    assert runs["compiled"][0] == without_absent_nulls(check_table(table)[name].args, without)
+    stats = answers["compiled"][1]
+    if answers["compiled"][2]:  # remembered (a key that can be made): the second was a hit
+        assert (stats.runs, stats.hits) == (1, 1)
 
 
 # -- the review's cases: each was a difference between the two paths, or a raise ---------------

@@ -135,9 +135,10 @@ def test_lengths_and_items_map_to_their_keywords() -> None:
     assert properties["tags"] == {"type": "array", "minItems": 2, "maxItems": 4,
                                   "items": {"type": "boolean"}}
     assert properties["rows"]["items"] == {
-        "type": "object", "properties": {"id": {"type": "integer"}, "memo": {"type": "string"}},
+        "type": "object", "properties": {"id": {"type": "integer"},
+                                         "memo": {"type": ["string", "null"]}},
         "required": ["id"], "additionalProperties": False}
-    assert properties["meta"] == {"type": "object"}
+    assert properties["meta"] == {"type": ["object", "null"]}
     assert properties["score"] == {"type": "number", "enum": [0.5, 1]}
 
 
@@ -192,12 +193,16 @@ def test_a_tool_without_description_has_no_description_key() -> None:
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    pytest.param({"q": {"type": "str", "required": False}}, ["q", "optional"], id="optional"),
+    pytest.param({"q": {"type": "str", "required": False, "nullable": False}},
+                 ["q", "nullable"], id="optional-not-null"),
     pytest.param({"q": {"type": "str", "max_len": 9}}, ["q", "maxLength"], id="max-len"),
     pytest.param({"q": {"type": "dict"}}, ["q", "free-form"], id="free-dict"),
     pytest.param({"r": {"type": "str", "echo": True}}, ["r", "echo"], id="echo"),
-    pytest.param({"rows": {"type": "list", "item": {"a": {"type": "int", "required": False}}}},
-                 ["rows[].a", "optional"], id="optional-member"),
+    pytest.param({"rows": {"type": "list", "item": {"a": {"type": "int", "required": False,
+                                                          "nullable": False}}}},
+                 ["rows[].a", "nullable"], id="optional-member-not-null"),
+    pytest.param({"opts": {"type": "dict", "item": {"a": {"type": "dict"}}}},
+                 ["opts.a", "free-form"], id="free-dict-in-a-named-dict"),
     pytest.param({"tags": {"type": "list", "item": {"type": "str", "min_len": 1}}},
                  ["tags[]", "minLength"], id="item-min-len"),
 ])
@@ -382,7 +387,7 @@ def test_annotations_are_passed_over_and_description_kept() -> None:
     entry = from_json_schema(schema_of({"q": {
         "type": "string", "title": "Query", "default": "", "examples": ["mug"],
         "$comment": "free text", "description": "What to look for."}}, title="Search"))
-    assert entry["args"] == {"q": {"type": "str", "required": False,
+    assert entry["args"] == {"q": {"type": "str", "required": False, "nullable": False,
                                    "description": "What to look for."}}
 
 
@@ -397,7 +402,7 @@ def test_local_refs_are_followed_and_keep_the_referring_description() -> None:
     assert from_json_schema(schema)["args"] == {
         "status": {"type": "str", "allowed": ["open", "closed"], "description": "New status."},
         "tags": {"type": "list", "item": {"type": "str", "pattern": "[a-z]+"},
-                 "required": False},
+                 "required": False, "nullable": False},
     }
 
 
@@ -461,12 +466,20 @@ REFUSED = [
     ({"type": "array", "items": [{"type": "string"}]}, "/properties/x/items", "tuple"),
     ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, "/properties/x/oneOf", "unions"),
     ({"type": ["string", "integer"]}, "/properties/x/type", "several"),
-    # Null, in its three spellings: the gate has no null.
-    ({"type": ["string", "null"]}, "/properties/x/type", "required"),
-    ({"type": "null"}, "/properties/x/type", "required"),
-    ({"anyOf": [{"type": "string"}, {"type": "null"}]}, "/properties/x/anyOf", "required"),
+    # Null where it cannot mean "not given": only an optional key can be null.
+    ({"type": "array", "items": {"type": ["string", "null"]}}, "/properties/x/items/type",
+     "optional key"),
+    ({"type": "null"}, "/properties/x/type", "optional key"),
+    ({"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+     "/properties/x/items/anyOf", "optional key"),
+    ({"type": "string", "nullable": "yes"}, "/properties/x/nullable", "boolean"),
+    ({"anyOf": [{"type": "string"}, {"type": "null"}], "minLength": 1},
+     "/properties/x/minLength", "non-null branch"),
+    ({"anyOf": [{"type": "string"}, {"type": "null", "minimum": 1}]},
+     "/properties/x/anyOf/1", "only type"),
+    ({"type": ["string", "null"], ECHO_KEYWORD: True}, "/properties/x", "echo"),
     # Objects the dialect cannot check.
-    ({"type": "object", "properties": {"a": {"type": "string"}}}, "/properties/x", "list"),
+    ({"type": "object", "required": ["a"]}, "/properties/x/required", "no properties"),
     ({"type": "object", "additionalProperties": False}, "/properties/x/additionalProperties",
      "any key"),
     ({"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}},

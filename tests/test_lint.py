@@ -101,15 +101,34 @@ def test_r3_flags_boolean_switches() -> None:
     pytest.param({"type": "integer", "default": 0}, False, id="zero-default"),
     pytest.param({"type": "integer", "default": None}, True, id="explicit-null-default"),
     pytest.param({"type": "null"}, True, id="null-type"),
-    pytest.param({"type": ["integer", "null"]}, True, id="nullable-type-list"),
+    pytest.param({"type": ["integer", "null"]}, False, id="nullable-property-is-not-given"),
+    pytest.param({"anyOf": [{"type": "integer"}, {"type": "null"}]}, False,
+                 id="null-branch-of-a-property-is-not-given"),
 ])
 def test_r4_flags_declared_nulls_only(node: dict[str, Any], flagged: bool) -> None:
     """R4 fires for "default": null or a null type; a missing default is not a null one.
+
+    A property's ``[T, "null"]`` or null branch is not flagged: the gate reads that
+    null as "not given" and hands the body no such key.
 
     Seed 002's script tested ``node.get("default") is None``, which is also true
     when no default is declared at all.
     """
     assert found(schema_of({"n": node})) == ([("R4", "/properties/n")] if flagged else [])
+
+
+@pytest.mark.parametrize(("schema", "location"), [
+    pytest.param({"type": "object", "properties": {"xs": {
+        "type": "array", "items": {"type": ["integer", "null"]}}}}, "/properties/xs/items",
+        id="null-list-item"),
+    pytest.param({"type": "object", "properties": {"n": {
+        "anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]}}},
+        "/properties/n/anyOf/2", id="null-beside-a-union"),
+])
+def test_r4_still_flags_a_null_the_gate_cannot_read_as_not_given(schema: dict[str, Any],
+                                                                 location: str) -> None:
+    """A null list item, or null in a wider union, is still a sentinel to review."""
+    assert ("R4", location) in found(schema)
 
 
 def test_r4_reports_a_null_default_and_a_null_type_separately() -> None:
@@ -262,7 +281,7 @@ def test_walk_fixture_gives_every_nested_finding_once() -> None:
         ("R5", "/properties/parent_id"),
         ("R2", "/properties/parent_id"),
         ("R4", "/properties/assignee"),  # "default": null
-        ("R4", "/properties/assignee/anyOf/1"),  # {"type": "null"}
+        # Not its {"type": "null"} branch: the gate reads that null as "not given".
         ("R2", "/properties/labels/items"),
         ("R2", "/$defs/Note/properties/text"),  # reached through two $refs, reported once
         ("R3", "/$defs/Note/properties/internal"),

@@ -145,8 +145,8 @@ def test_tool_spec_covers_every_spec_key() -> None:
     assert props["pairs"]["items"] == {
         "type": "object", "properties": {"k": {"type": "string"}, "v": {"type": "number"}},
         "required": ["k", "v"], "additionalProperties": False}
-    assert props["flag"] == {"type": "boolean"}
-    assert props["extra"] == {"type": "object"}
+    assert props["flag"] == {"type": ["boolean", "null"]}  # optional: null is "not given"
+    assert props["extra"] == {"type": ["object", "null"]}
     assert function["parameters"]["required"] == ["code", "tags", "pairs"]
 
 

@@ -112,11 +112,31 @@ def bool_specs(draw: st.DrawFn) -> dict[str, Any]:
 SCALARS = st.one_of(str_specs(), number_specs("int"), number_specs("float"), bool_specs())
 
 
+def optional(spec: dict[str, Any], draw: st.DrawFn) -> dict[str, Any]:
+    """``spec`` made optional: null is "not given" (said or not), or refused."""
+    spec["required"] = False
+    nullable = draw(st.sampled_from([None, True, False]))
+    if nullable is not None:
+        spec["nullable"] = nullable
+    return spec
+
+
 @st.composite
 def members(draw: st.DrawFn) -> dict[str, dict[str, Any]]:
-    """A dict-of-specs for list items: 1 to 3 keys, each required or not."""
+    """A dict-of-specs for list items and named dicts: 1 to 3 keys, each required or not."""
     keys = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
-    return {key: {**draw(SCALARS), "required": draw(st.booleans())} for key in keys}
+    return {key: optional(draw(SCALARS), draw) if draw(st.booleans()) else draw(SCALARS)
+            for key in keys}
+
+
+@st.composite
+def named_dicts(draw: st.DrawFn) -> dict[str, Any]:
+    """A dict with named keys, whose values are scalars or, one level down, a named dict."""
+    item = draw(members())
+    if draw(st.booleans()):
+        inner = {"type": "dict", "item": draw(members())}
+        item["inner"] = optional(inner, draw) if draw(st.booleans()) else inner
+    return {"type": "dict", "item": item}
 
 
 @st.composite
@@ -143,10 +163,12 @@ def list_specs(draw: st.DrawFn, top_level_result: bool = False, objects: bool = 
 
 @st.composite
 def value_specs(draw: st.DrawFn) -> dict[str, Any]:
-    """Mostly scalars, then lists, now and then a free-form dict."""
-    kind = draw(st.sampled_from(["scalar", "list", "dict"]))
+    """Mostly scalars, then lists, now and then a free-form dict or one with named keys."""
+    kind = draw(st.sampled_from(["scalar", "list", "dict", "named"]))
     if kind == "dict":
         return {"type": "dict"}
+    if kind == "named":
+        return draw(named_dicts())
     return draw(list_specs() if kind == "list" else SCALARS)
 
 
@@ -158,14 +180,16 @@ def tables(draw: st.DrawFn) -> dict[str, Any]:
         spec = draw(value_specs())
         if spec["type"] == "str" and draw(st.sampled_from([False, True])):
             spec["echo"] = True  # refused when missing, whatever `required` says
-        if draw(st.booleans()):
-            spec["required"] = False
+            if draw(st.booleans()):
+                spec["required"] = False
+        elif draw(st.booleans()):
+            spec = optional(spec, draw)
         args[name] = spec
     returns: dict[str, dict[str, Any]] = {}
     for name in draw(st.lists(st.sampled_from(NAMES), max_size=3, unique=True)):
-        spec = draw(st.one_of(SCALARS, list_specs(top_level_result=True)))
+        spec = draw(st.one_of(SCALARS, list_specs(top_level_result=True), named_dicts()))
         if draw(st.booleans()):
-            spec["required"] = False
+            spec = optional(spec, draw)
         returns[name] = spec
     return {"t": {"fn": lambda **kwargs: {}, "args": args, "returns": returns,
                   "description": draw(st.sampled_from(["", "Look things up."]))}}
@@ -194,6 +218,8 @@ def valid(spec: Mapping[str, Any]) -> st.SearchStrategy[Any]:
         return ints | floats if _has_int_between(low, high) else floats
     if kind == "bool":
         return st.booleans()
+    if kind == "dict" and "item" in spec:
+        return valid_object(spec["item"])
     if kind == "dict":
         return st.dictionaries(st.text(max_size=3), JSON, max_size=3)
     return _valid_list(spec)
@@ -216,10 +242,14 @@ def _valid_list(spec: Mapping[str, Any]) -> st.SearchStrategy[Any]:
 
 
 def valid_object(specs: Mapping[str, Mapping[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
-    """Dicts with every required (or echo) key and some optional ones, each valid."""
+    """Dicts with every required (or echo) key and some optional ones, each valid.
+
+    An optional key that takes null for "not given" is sometimes sent as null.
+    """
     needed = {key: valid(spec) for key, spec in specs.items()
               if spec.get("required", True) or spec.get("echo")}
-    optional = {key: valid(spec) for key, spec in specs.items() if key not in needed}
+    optional = {key: valid(spec) | st.none() if spec.get("nullable", True) else valid(spec)
+                for key, spec in specs.items() if key not in needed}
     return st.fixed_dictionaries(needed, optional=optional)
 
 
@@ -235,6 +265,8 @@ def near_misses(spec: Mapping[str, Any], value: Any) -> st.SearchStrategy[Any]:
     item = spec.get("item")
     if spec["type"] == "list" and value and item is not None:
         options.append(_item_misses(item, value))
+    if spec["type"] == "dict" and item is not None:
+        options.append(calls(item, defect=True))  # a key missing, past a bound, or unknown
     # Last: Hypothesis draws its first options most often.
     return st.one_of([*options, st.sampled_from(_wrong_types(spec["type"], value))])
 
@@ -302,7 +334,8 @@ def calls(draw: st.DrawFn, specs: Mapping[str, Mapping[str, Any]], defect: bool 
         value[draw(st.sampled_from([*NAMES, "sku_id"]))] = draw(JSON)
     else:
         key = draw(st.sampled_from(sorted(value)))
-        value[key] = draw(near_misses(specs[key], value[key]))
+        near = value[key] if value[key] is not None else draw(valid(specs[key]))
+        value[key] = draw(near_misses(specs[key], near))
     return value
 
 
@@ -382,7 +415,7 @@ def _one_arg_table(spec: Mapping[str, Any]) -> dict[str, Any]:
 KINDS = {
     "str": str_specs(), "int": number_specs("int"), "float": number_specs("float"),
     "bool": bool_specs(), "list": list_specs(), "objects": list_specs(objects=True),
-    "dict": st.just({"type": "dict"}),
+    "dict": st.just({"type": "dict"}), "named": named_dicts(),
 }
 
 
@@ -443,6 +476,35 @@ def test_gate_and_jsonschema_agree_on_echo_arguments(required: bool, value: Any)
     args = {} if value is None else {"x": value}
     gate_ok = Gate(table).validate_args("t", args, echo=_echo_for(table, args)) == ""
     assert gate_ok == GateReading(to_json_schema(table, "t")).is_valid(args), args
+
+
+@st.composite
+def optional_and_null(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
+    """One optional argument of any kind, and args giving it a value, null, or nothing."""
+    spec = optional(draw(st.sampled_from(sorted(KINDS)).flatmap(KINDS.__getitem__)), draw)
+    value = draw(st.sampled_from(["null", "absent", "value"]))
+    if value == "value":
+        return spec, {"x": draw(near_or_valid(spec))}
+    return spec, {} if value == "absent" else {"x": None}
+
+
+@pytest.mark.slow
+@ORACLE
+@given(optional_and_null(), st.booleans())
+def test_gate_and_jsonschema_agree_on_null_for_an_optional_key(
+        case: tuple[dict[str, Any], Any], returned: bool) -> None:
+    """Null for an optional key, argument or returned: both take it unless nullable is False."""
+    spec, value = case
+    if returned:
+        table = {"t": {"fn": lambda **kwargs: {}, "args": {}, "returns": {"x": spec}}}
+        gate_ok = Gate(table).validate_result("t", value) == ""
+        assert gate_ok == GateReading(output_schema(table, "t")).is_valid(value), value
+    else:
+        table = _one_arg_table(spec)
+        gate_ok = Gate(table).validate_args("t", value) == ""
+        assert gate_ok == GateReading(to_json_schema(table, "t")).is_valid(value), value
+    if value == {"x": None}:
+        assert gate_ok == spec.get("nullable", True)
 
 
 @PROPERTY
@@ -539,7 +601,8 @@ OPENAI_STRICT_KEYWORDS = {
 def strict_violations(node: Mapping[str, Any], where: str = "") -> list[str]:
     """Where a schema breaks OpenAI strict mode: keywords, closed objects, all required."""
     found = [f"{where}/{key}" for key in node if key not in OPENAI_STRICT_KEYWORDS]
-    if node.get("type") == "object":
+    kinds = node.get("type")
+    if kinds == "object" or (isinstance(kinds, list) and "object" in kinds):
         properties = node.get("properties", {})
         if node.get("additionalProperties") is not False:
             found.append(f"{where}: open object")

@@ -11,7 +11,7 @@ model. The model's memo key is built here, not taken from the gate.
 from __future__ import annotations
 
 import copy
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import pytest
@@ -24,7 +24,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from agtool import Gate, ToolStats, tools
+from agtool import Gate, Spec, ToolStats, check_table, tools
 from agtool._harness import body_of, echo_of, instrument, same_value
 from strategies import bad_results, contract_tables, one_defect_args, permuted, valid_args
 from strategies import valid_results as valid_values
@@ -38,6 +38,29 @@ def canonical(name: str, value: Any) -> Hashable:
     if isinstance(value, list):
         return (name, "list", tuple(canonical("", item) for item in value))
     return (name, type(value).__name__, repr(value))
+
+
+def without_absent_nulls(specs: Mapping[str, Spec], args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` as one call: a null for an optional key that reads it as "not given" is no key.
+
+    Written from the dialect's words, not from the gate's snapshot, so the model
+    does not learn what a call is from the code it checks.
+    """
+    return {key: _inner(specs[key], value) if key in specs else value
+            for key, value in args.items()
+            if not (value is None and key in specs and specs[key].null_is_absent)}
+
+
+def _inner(spec: Spec, value: Any) -> Any:
+    if isinstance(spec.item, Mapping) and isinstance(value, dict):
+        return without_absent_nulls(spec.item, value)
+    if spec.item is not None and isinstance(value, list):
+        item = spec.item
+        if isinstance(item, Spec):
+            return [_inner(item, each) for each in value]
+        return [without_absent_nulls(item, each) if isinstance(each, dict) else each
+                for each in value]
+    return value
 
 
 class GateMachine(RuleBasedStateMachine):
@@ -55,6 +78,10 @@ class GateMachine(RuleBasedStateMachine):
         #: canonical call -> (name, args, the value it must be answered with)
         self.memo: dict[Hashable, tuple[str, dict[str, Any], Any]] = {}
 
+    def identity(self, name: str, args: dict[str, Any]) -> Hashable:
+        """Which remembered call ``args`` are: the same up to key order and absent nulls."""
+        return canonical(name, without_absent_nulls(check_table(self.table)[name].args, args))
+
     def count(self, name: str, **moved: int) -> None:
         self.body_runs[name] += moved.get("runs", 0)
         stats = self.expected[name]
@@ -67,7 +94,7 @@ class GateMachine(RuleBasedStateMachine):
 
     def answered_from_memo(self, name: str, args: dict[str, Any]) -> bool:
         """If the model remembers this call, the gate must answer it from the memo."""
-        remembered = self.memo.get(canonical(name, args))
+        remembered = self.memo.get(self.identity(name, args))
         if remembered is None:
             return False
         envelope = self.call(name, args)
@@ -90,7 +117,7 @@ class GateMachine(RuleBasedStateMachine):
         self.count(name, runs=1)
         assert envelope["ok"], envelope
         assert same_value(envelope["value"], value)
-        self.memo[canonical(name, args)] = (name, args, copy.deepcopy(value))
+        self.memo[self.identity(name, args)] = (name, args, copy.deepcopy(value))
 
     @precondition(lambda self: bool(self.memo))
     @rule(data=st.data())

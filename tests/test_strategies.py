@@ -65,11 +65,19 @@ _ARG_CHECK = {"type": "type", "required": "missing", "additionalProperties": "un
               "pattern": "pattern"}
 
 
-def spec_schema(spec: Spec, results: bool, top: bool = False) -> dict[str, Any]:
-    """The JSON Schema of one spec, as the contract dialect documents it."""
-    schema: dict[str, Any] = {"type": _JSON_TYPE[spec.type]}
+def spec_schema(spec: Spec, results: bool, top: bool = False,
+                nullable: bool = False) -> dict[str, Any]:
+    """The JSON Schema of one spec, as the contract dialect documents it.
+
+    ``nullable``: an optional key that takes null for "not given".
+    """
+    if spec.type == "dict" and isinstance(spec.item, Mapping):
+        schema = object_schema(spec.item, results)
+        return {**schema, "type": ["object", "null"]} if nullable else schema
+    schema: dict[str, Any] = {"type": [_JSON_TYPE[spec.type], "null"] if nullable
+                              else _JSON_TYPE[spec.type]}
     if spec.allowed is not None:
-        schema["enum"] = list(spec.allowed)
+        schema["enum"] = [*spec.allowed, None] if nullable else list(spec.allowed)
     if spec.min is not None:
         schema["minimum"] = spec.min
     if spec.max is not None:
@@ -95,7 +103,8 @@ def spec_schema(spec: Spec, results: bool, top: bool = False) -> dict[str, Any]:
 def object_schema(fields: Mapping[str, Spec], results: bool, top: bool = False) -> dict[str, Any]:
     """Arguments are closed; returned objects may carry keys their contract does not name."""
     return {"type": "object",
-            "properties": {key: spec_schema(spec, results, top) for key, spec in fields.items()},
+            "properties": {key: spec_schema(spec, results, top, spec.null_is_absent)
+                           for key, spec in fields.items()},
             "required": [key for key, spec in fields.items() if spec.required],
             "additionalProperties": results}
 
@@ -386,6 +395,84 @@ def test_generated_defects_are_at_their_sites(table: dict[str, Any],
     result_site = data.draw(st.sampled_from(result_sites(table, name)))
     bad = data.draw(bad_results(table, name, result_site.kind))
     assert result_site.kind in result_kinds(results_validator(table, name), bad.value)
+
+
+# --- the dialect's null and named dict keys ------------------------------------------------------
+
+DIALECT = {"t": {"fn": lambda **args: {}, "args": {
+    "q": {"type": "str"},
+    "note": {"type": "str", "required": False},
+    "page": {"type": "int", "required": False, "nullable": False},
+    "opts": {"type": "dict", "item": {"depth": {"type": "int", "min": 1},
+                                      "mode": {"type": "str", "required": False}}},
+}, "returns": {"stats": {"type": "dict", "item": {"count": {"type": "int", "min": 0},
+                                                  "tag": {"type": "str", "required": False}}}}}}
+DIALECT_GATE = Gate(DIALECT)
+#: Any example will do: no shrinking, a fixed search.
+SEARCH = settings(database=None, phases=[Phase.generate], derandomize=True, max_examples=500)
+
+
+def test_valid_args_send_null_only_for_keys_that_read_it_as_not_given() -> None:
+    """A model's null for "not given" is drawn, at the top and inside a named dict."""
+    find(valid_args(DIALECT, "t"), lambda args: "note" in args and args["note"] is None,
+         settings=SEARCH)
+    find(valid_args(DIALECT, "t"), lambda args: args["opts"].get("mode", "") is None,
+         settings=SEARCH)
+    find(valid_results(DIALECT, "t"), lambda value: value["stats"].get("tag", "") is None,
+         settings=SEARCH)
+
+
+@settings(max_examples=200)
+@given(data=st.data())
+def test_valid_args_never_send_null_where_it_is_refused(data: st.DataObject) -> None:
+    """page refuses null (nullable: False), q and opts.depth are required: never null."""
+    args = data.draw(valid_args(DIALECT, "t"))
+    assert args.get("page", 0) is not None
+    assert args["q"] is not None
+    assert args["opts"]["depth"] is not None
+
+
+def test_a_named_dict_has_the_sites_of_its_keys() -> None:
+    """Missing, unexpected and each key's own checks, under the path of the key."""
+    sites = {(site.kind, site.arg, site.path) for site in defect_sites(DIALECT, "t")}
+    assert {("type", "opts", ()), ("unexpected", "opts", ()), ("missing", "opts", (".depth",)),
+            ("type", "opts", (".depth",)), ("min", "opts", (".depth",)),
+            ("type", "opts", (".mode",))} <= sites
+    assert ("missing", "opts", (".mode",)) not in sites
+    results = {(site.kind, site.arg, site.path, site.check)
+               for site in result_sites(DIALECT, "t")}
+    assert {("shape", "stats", (".count",), "missing"),
+            ("range", "stats", (".count",), "min")} <= results
+
+
+@pytest.mark.parametrize(("arg", "path"), [("note", ()), ("opts", (".mode",))])
+@settings(max_examples=30)
+@given(data=st.data())
+def test_a_type_defect_is_null_only_where_null_is_refused(arg: str, path: tuple[str, ...],
+                                                          data: st.DataObject) -> None:
+    """A planted type defect on note or opts.mode is never null: null is no defect there."""
+    call = data.draw(one_defect_args(DIALECT, "t", "type", arg, path))
+    value = call.args[arg] if not path else call.args[arg][path[0][1:]]
+    assert value is not None
+    assert DIALECT_GATE.validate_args("t", call.args) == f"type:{arg}"
+
+
+def test_null_where_refused_is_drawn_as_a_type_defect() -> None:
+    """For page (nullable: False), null is one of the type defects drawn."""
+    find(one_defect_args(DIALECT, "t", "type", "page"), lambda call: call.args["page"] is None,
+         settings=SEARCH)
+
+
+def test_generated_tables_have_named_dicts_and_nullable_specs() -> None:
+    """Tables nobody wrote hold dicts with named keys and optional keys refusing null."""
+    def specs(table: dict[str, Any]) -> list[dict[str, Any]]:
+        return [spec for entry in table.values() for side in ("args", "returns")
+                for spec in entry[side].values()]
+
+    find(contract_tables(), lambda table: any(spec["type"] == "dict" and "item" in spec
+                                              for spec in specs(table)), settings=SEARCH)
+    find(contract_tables(), lambda table: any(spec.get("nullable") is False
+                                              for spec in specs(table)), settings=SEARCH)
 
 
 # --- same_value, the harness's notion of "the same call" --------------------------------------
