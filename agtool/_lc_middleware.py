@@ -48,8 +48,7 @@ class GateMiddleware(AgentMiddleware[AgentState[Any], Any]):
     The model is shown what the gate enforces: each agent tool the table
     names is bound with the table's JSON Schema instead of its own, and an
     agent tool the table does not name is not shown at all (a provider's
-    built-in tools, given as dicts, are left as they are). A tool whose
-    contract has a ``timeout`` runs only when the agent runs async.
+    built-in tools, given as dicts, are left as they are).
     """
 
     def __init__(self, gate: Gate, *, scope: Collection[str] | None = None,
