@@ -422,7 +422,9 @@ def result_reply(gate: Gate) -> Node:
     ``<tool>: <k>=<v>, ...``. Values are the gate's answer to a model, so
     sensitive ones are already redacted; repairs are listed after.
     """
-    def reply(state: State) -> Update:
+    # ``Any``, not ``State``: LangGraph hands a node only the keys its annotation names,
+    # and in the model graph the answers are in ``turn``.
+    def reply(state: Any) -> Update:
         """Answer from what the tools returned, and say what a repair changed."""
         parts = [_summary(_contract(gate, tool), tool, answer.get("data"))
                  for tool, answer in _answered(state) if answer.get("ok")]

@@ -8,7 +8,8 @@ answers is checked by the gate again like any other call.
 
 ``default_repairs`` holds the rules every contract implies:
 
-- ``args:unexpected:<arg>``: the argument is dropped.
+- ``args:unexpected:<arg>``: the argument is dropped (not one the contract
+  declares: then the key is inside its value, which no rule guesses at).
 - ``args:min:<arg>`` / ``args:max:<arg>``: the value becomes the bound (for an
   int the nearest int inside it, so a bound of 0.5 gives 1).
 - ``args:type:<arg>``: the value is converted only where the conversion is
@@ -92,9 +93,10 @@ def _set(call: Call, arg: str, value: object) -> Call | None:
 
 
 def drop_argument(call: Call, reason: Reason, contract: ToolContract | None) -> Call | None:
-    """Drop the argument the reason names (``args:unexpected:<arg>``)."""
+    """Drop the argument the reason names (``args:unexpected:<arg>``), unless the contract
+    declares it: then the unexpected key is inside its value, and dropping it would lose it."""
     args = call["args"]
-    if not isinstance(args, dict):
+    if not isinstance(args, dict) or (contract and named(contract.args, reason.arg)):
         return None
     dropped = named(args, reason.arg)
     if dropped is None:
