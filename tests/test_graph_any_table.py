@@ -627,3 +627,33 @@ def test_on_random_tables_any_order_stays_within_the_budget(run: Any, junk: Any)
         for reason in out["errors"]:
             assert parse_reason(reason).stage in (*STAGES, *AGENT_STAGES)
     assert_bodies_took_valid_args(gate, name)
+
+
+# --- the module layout ---------------------------------------------------------------------
+
+
+def test_the_public_graph_module_exports_what_it_lists() -> None:
+    """``agtool.graph`` names exactly the public surface of the reusable graph."""
+    import agtool.graph as public
+
+    assert set(public.__all__) == {
+        "MAX_ATTEMPTS", "STEP_ID", "Call", "Fix", "ModelState", "Outcome", "RepairRule",
+        "State", "build_graph", "build_naive", "convert_exactly", "default_repairs",
+        "drop_argument", "exact_value", "giveup", "handle", "order_pick", "result_reply",
+        "rows_of", "rule_for", "run_graph", "to_bound", "tool_specs", "use_fallback",
+        "use_successor"}
+    assert all(hasattr(public, name) for name in public.__all__)
+
+
+@pytest.mark.slow
+def test_the_reusable_graph_does_not_import_the_reference_tools() -> None:
+    """Importing the graph, its repairs and the stock agent leaves ``agtool.tools`` unloaded:
+    no import cycle, and no reference table behind a user's graph."""
+    import subprocess
+    import sys
+
+    code = ("import sys, agtool.graph, agtool._stock_agent; "
+            "assert 'agtool.tools' not in sys.modules, 'agtool.tools was imported'")
+    done = subprocess.run(  # noqa: S603  # runs this test's own script
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
