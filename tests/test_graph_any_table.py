@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 import agtool._graph as graph_module
-from agtool import STAGES, Gate, UpstreamError, parse_reason
+from agtool import STAGES, Gate, UpstreamError, parse_reason, shown
 from agtool._contract import check_table
 from agtool._graph import AGENT_STAGES
 from agtool._harness import body_of, instrument
@@ -35,7 +36,14 @@ from agtool.graph import (
     handle,
     rows_of,
 )
-from strategies import contract_tables, one_defect_args, valid_results
+from strategies import (
+    contract_tables,
+    mistake_kinds,
+    model_mistakes,
+    one_defect_args,
+    valid_args,
+    valid_results,
+)
 from strategies._args import echo_values
 
 # --- the README's table ("Your own tool, gated"), copied ------------------------------------
@@ -627,6 +635,44 @@ def test_on_random_tables_any_order_stays_within_the_budget(run: Any, junk: Any)
         for reason in out["errors"]:
             assert parse_reason(reason).stage in (*STAGES, *AGENT_STAGES)
     assert_bodies_took_valid_args(gate, name)
+
+
+@pytest.mark.slow
+@given(data=st.data())
+def test_on_random_tables_every_parallel_call_is_gated_and_answered_once(data: Any) -> None:
+    """A model turn of one valid call and one with a model's mistake, then the valid call
+    again: every tool call is answered by exactly one ToolMessage, within MAX_ATTEMPTS, no
+    body runs on refused args, and the run ends ok once the mistake is dropped."""
+    table = data.draw(contract_tables(side_effects=False))
+    name = data.draw(st.sampled_from(sorted(table)))
+    contract = check_table(table)[name]
+    # A name a provider refuses cannot be bound to a model (build_graph raises SchemaError).
+    assume(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) is not None)
+    assume(not any(spec.echo for spec in contract.args.values()))
+    kinds = mistake_kinds(table, name)
+    assume(kinds)
+    good = data.draw(valid_args(table, name))
+    mistake = data.draw(model_mistakes(table, name))
+    gate = instrument(table, [name], stub=True)
+    body_of(gate, name).value = data.draw(valid_results(table, name))
+    chat = model(turn((name, good), (name, mistake.args)),
+                 *[turn((name, good), prefix=f"r{n}-") for n in range(MAX_ATTEMPTS)])
+
+    state = build_graph(chat, gate=gate).invoke({"order": {}})
+
+    asked = [call["id"] for message in state["messages"] if isinstance(message, AIMessage)
+             for call in message.tool_calls]
+    answered = [message.tool_call_id for message in tool_messages(state["messages"])]
+    assert sorted(answered) == sorted(asked)
+    assert state["attempts"] <= MAX_ATTEMPTS
+    assert len(chat.seen) <= MAX_ATTEMPTS
+    assert_bodies_took_valid_args(gate, name)
+    # The gate echoes a name as ``shown`` does; ``Mistake.reasons`` may hold it unescaped.
+    expected = {f"args:{check}:{shown(arg)}" for check, _, arg in
+                (reason.partition(":") for reason in mistake.reasons)}
+    assert state["errors"][0] in expected
+    assert state["ok"] is True
+    assert state["attempts"] == 2
 
 
 # --- the module layout ---------------------------------------------------------------------
