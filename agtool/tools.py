@@ -1,16 +1,42 @@
 """The reference tools: the seed's inventory example, runnable.
 
-Two tools over one small stock table, their contract table ``TOOLS``, and the
-gate bound to it. ``legacy_stock`` ignores ``limit``, as old APIs do, so the
+Two tools over one small stock table, their contract table ``TOOLS``, the
+gate bound to it, and the seed's stock agent (``agtool._stock_agent``) bound to
+that gate. ``legacy_stock`` ignores ``limit``, as old APIs do, so the
 result check has something to refuse. Every later piece of agtool (the graph,
 the harness, the report) is exercised on this module first.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
+
 from ._gate import Gate
+from ._graph import (
+    MAX_ATTEMPTS,
+    AgentGraph,
+    NaiveOutcome,
+    Outcome,
+    State,
+    giveup,
+    make_fetch,
+    make_repair,
+    run_graph,
+)
+from ._graph import tool_specs as _tool_specs
+from ._stock_agent import (
+    FALLBACK_REGION,
+    REPAIRS,
+    can_repair,
+    pick,
+    reply,
+    stock_graph,
+    stock_naive,
+)
 
 __all__ = [
     "CACHE",
@@ -111,24 +137,51 @@ call_tool = GATE.call_tool
 cache_key = GATE.cache_key
 CACHE = GATE.cache
 
-# The agent graph (issue 3). Imported last: ``_graph`` reaches ``GATE`` through
-# this module when a call is made, so it must not be imported before ``GATE`` exists.
-from ._graph import (  # noqa: E402
-    FALLBACK_REGION,
-    MAX_ATTEMPTS,
-    REPAIRS,
-    State,
-    build_graph,
-    build_naive,
-    can_repair,
-    fetch,
-    giveup,
-    handle,
-    pick,
-    repair,
-    reply,
-    run_naive,
-)
+# The reference agent: the seed's stock agent (``_stock_agent``) on the reusable graph
+# (``_graph``), bound here to ``GATE``. Neither module imports this one.
+fetch = make_fetch(GATE)
+repair = make_repair(GATE, REPAIRS)
+
+
+def build_graph(model: BaseChatModel | None = None, *, gate: Gate | None = None) -> AgentGraph:
+    """The stock agent's repairing graph over ``gate`` (default ``GATE``); see ``_graph``."""
+    return stock_graph(model, gate=GATE if gate is None else gate)
+
+
+def build_naive(*, gate: Gate | None = None) -> AgentGraph:
+    """The stock agent's one-call graph over ``gate`` (default ``GATE``)."""
+    return stock_naive(gate=GATE if gate is None else gate)
+
+
+@functools.cache
+def _reference_graph(naive: bool) -> AgentGraph:
+    return build_naive() if naive else build_graph()
+
+
+def run_naive(order: object) -> NaiveOutcome:
+    """Run ``build_naive()`` on ``order`` against the reference tools; never raises."""
+    out = run_graph(_reference_graph(True), GATE, order)
+    return NaiveOutcome(ok=out["ok"], answer=out["answer"], rows=out["rows"],
+                        errors=out["errors"], calls=out["calls"])
+
+
+def handle(order: object, model: BaseChatModel | None = None) -> Outcome:
+    """Run ``build_graph(model)`` on ``order`` against the reference tools; never raises.
+
+    (Only ``build_graph`` itself can raise, when ``model`` cannot bind tools.)
+    ``tool_runs`` is the tool bodies this run ran (memo hits and refused calls
+    run none). The model's conversation is in the state of
+    ``build_graph(model).invoke(...)``.
+    """
+    graph = _reference_graph(False) if model is None else build_graph(model)
+    return run_graph(graph, GATE, order)
+
+
+def tool_specs(source: Gate | Mapping[str, Mapping[str, Any]] | None = None,
+               ) -> list[dict[str, Any]]:
+    """``agtool._graph.tool_specs`` of ``source``, by default of ``GATE``."""
+    return _tool_specs(GATE if source is None else source)
+
 
 __all__ += [
     "FALLBACK_REGION",
@@ -145,4 +198,5 @@ __all__ += [
     "repair",
     "reply",
     "run_naive",
+    "tool_specs",
 ]

@@ -22,14 +22,13 @@ import agtool.tools as tools
 from agtool import STAGES, Gate, parse_reason
 from agtool._graph import (
     AGENT_STAGES,
-    DEFAULT_TOOL,
     ORDER_NOT_OBJECT,
     REPAIR_NONE,
     REPAIR_REPEAT,
-    SUCCESSORS,
     Call,
     State,
 )
+from agtool._stock_agent import DEFAULT_TOOL, SUCCESSORS
 
 OUTCOME_KEYS = {"ok", "answer", "rows", "errors", "calls", "attempts", "fixes", "tool_runs"}
 NAIVE_KEYS = {"ok", "answer", "rows", "errors", "calls"}

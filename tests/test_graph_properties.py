@@ -15,7 +15,6 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agtool import tools
-from agtool._graph import build_graph
 from agtool._harness import body_of, instrument
 from strategies import model_mistakes, orders
 
@@ -135,7 +134,7 @@ def test_attempts_never_exceed_the_budget(order: Any) -> None:
 def test_no_body_runs_on_refused_arguments_along_the_way(order: Any) -> None:
     """Counted bodies: every body run took arguments the gate accepts, one run per such call."""
     gate = instrument(TOOLS)
-    state = build_graph(gate=gate).invoke({"order": order})
+    state = tools.build_graph(gate=gate).invoke({"order": order})
     accepted = [call for call in state.get("calls", [])
                 if gate.validate_args(call["tool"], call["args"]) == ""]
     for name in TOOLS:

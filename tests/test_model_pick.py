@@ -27,8 +27,8 @@ from agtool._graph import (
     MODEL_RAISED,
     ORDER_NOT_OBJECT,
     REPAIR_REPEAT,
-    tool_specs,
 )
+from agtool.tools import tool_specs
 
 ORDER: dict[str, Any] = {"sku": "A100", "region": "busan", "limit": 2}
 GOOD: dict[str, Any] = {"sku": "A100", "region": "busan", "limit": 2}
@@ -260,17 +260,21 @@ def test_model_recovers_from_an_invented_tool(cleared: None) -> None:
 
 
 def test_every_tool_call_of_a_refused_turn_is_answered(cleared: None) -> None:
-    """When the model asks for two calls, the first is run and both get a ToolMessage back."""
+    """When the model asks for two calls, both are gated and each gets its own ToolMessage:
+    the bad one its error, the good one its result (none is skipped)."""
     bad = MISTAKES["region that does not exist"]
     two = AIMessage(content="", tool_calls=[
         {"name": "stock_lookup", "args": bad, "id": "c1"},
         {"name": "stock_lookup", "args": GOOD, "id": "c1b"}])
     model = scripted(two, calling("stock_lookup", GOOD, "c2"))
     out = tools.handle(ORDER, model=model)
-    assert out["calls"][0] == {"tool": "stock_lookup", "args": bad}
+    assert out["calls"][:2] == [{"tool": "stock_lookup", "args": bad},
+                                {"tool": "stock_lookup", "args": GOOD}]
     replies = error_messages(model.seen[1])
     assert [m.tool_call_id for m in replies] == ["c1", "c1b"]
-    assert all(m.status == "error" for m in replies)
+    assert [m.status for m in replies] == ["error", "success"]
+    assert json.loads(str(replies[1].content))["data"]["rows"] == (
+        tools.STOCK["A100"]["busan"][: GOOD["limit"]])
 
 
 def test_model_must_copy_echo_arguments_from_the_order() -> None:
