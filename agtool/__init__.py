@@ -10,7 +10,10 @@ authorizes each call against the caller's scope, binds approvals to exact
 arguments, runs each write once per idempotency key (``SqliteStore``), hands
 the model structured errors and output marked by source and trust
 (``Gate.call_for_model``), and writes one ``CallRecord`` per call. The
-reference tools and the agent graph live in ``agtool.tools``.
+repair graph for any table is ``agtool.graph``; the adapters are
+``agtool.langchain`` (LangChain agents, LangGraph ``ToolNode``) and
+``agtool.mcp`` (serve a table, or proxy a server); the reference tools and the
+seed's stock agent live in ``agtool.tools``.
 """
 
 from ._answers import (
