@@ -188,6 +188,22 @@ def test_tool_node_refuses_a_non_str_key_as_a_message(asynchronous: bool) -> Non
     assert desk.runs == []
 
 
+@pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize("args", [["a"], "text=a", None, {1: "a"}, LyingKeys(text="b")],
+                         ids=["list", "str", "none", "int_key", "lying_keys"])
+def test_middleware_answers_args_of_any_shape_as_a_message(args: Any, asynchronous: bool) -> None:
+    """Args that are a list, a string, None or a dict with a non-str key are an error message
+    before the agent's tool runs; a dict whose keys() lies is read as the gate reads it."""
+    desk = Desk()
+    messages = run_agent(desk, [raw_turn({"type": "tool_call", "name": "echo", "args": args,
+                                          "id": "c1"})], "middleware",
+                         asynchronous=asynchronous)
+    expected_ok = isinstance(args, LyingKeys)
+    assert [(m.tool_call_id, m.status) for m in messages] == [
+        ("c1", "success" if expected_ok else "error")]
+    assert desk.runs == ([("echo", "b")] if expected_ok else [])
+
+
 AUTHORITY_NAMES = ["scope", "approvals", "run_id", "step_id", "config", "run_manager",
                    "callbacks", "self", "tool_call_id", "args", "kwargs", "dry_run"]
 
