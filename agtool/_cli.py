@@ -17,9 +17,11 @@ status 141 as a process stopped by SIGPIPE has.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -31,6 +33,7 @@ from ._jsonschema import FORMATS, export_tools, openai_strict_problems
 from ._lint import format_findings, lint_file, lint_table
 from ._loader import TableError, load_table
 from ._records import CallRecord, JsonLinesSink
+from ._store import SqliteStore
 
 __all__ = ["main"]
 
@@ -151,7 +154,7 @@ def _add_mcp(commands: Any) -> None:
     serve.add_argument("--table", required=True, metavar="MODULE:NAME")
     serve.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=_port, default=8000)
     _add_gate_options(serve)
     serve.set_defaults(run=_mcp_serve)
     proxy = actions.add_parser(
@@ -165,6 +168,9 @@ def _add_mcp(commands: Any) -> None:
                        "(read, write, reversible_write, ...); repeatable")
     proxy.add_argument("--sensitive", action="append", default=[], metavar="NAME.FIELD",
                        help="redact NAME's argument or returned key FIELD; repeatable")
+    proxy.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+                       help="answer an upstream call still running after SECONDS an error "
+                       "(default 60)")
     _add_gate_options(proxy)
     proxy.add_argument("upstream", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
                        help="the upstream server's command")
@@ -181,10 +187,34 @@ def _add_gate_options(parser: argparse.ArgumentParser) -> None:
                         help="append one JSON call record per line to FILE (default: stderr)")
 
 
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535)")
+    return port
+
+
+def _seconds(text: str) -> float:
+    seconds = float(text)
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return seconds
+
+
 def _gate_options(args: argparse.Namespace) -> dict[str, Any]:
     _log_to_stderr(f"{args.command} {args.mcp_command}")
-    return {"scope": frozenset(args.scope or DEFAULT_SCOPE), "store": args.store,
+    return {"scope": frozenset(args.scope or DEFAULT_SCOPE), "store": _store(args.store),
             "records": JsonLinesSink(args.records) if args.records else _stderr_record}
+
+
+def _store(path: str | None) -> SqliteStore | None:
+    """The ``--store`` file, opened here so that one that cannot be is a one-line error."""
+    if path is None:
+        return None
+    try:
+        return SqliteStore(path)
+    except (sqlite3.Error, OSError) as exc:
+        raise TableError(f"--store {path}: {exc}") from None
 
 
 def _stderr_record(record: CallRecord) -> None:
@@ -203,7 +233,9 @@ def _log_to_stderr(command: str) -> None:
 def _mcp_serve(args: argparse.Namespace) -> int:
     from . import mcp  # the extra: a missing one is a one-line error naming it
 
-    table = _load_table(args.table)
+    # On stdio, stdout is the wire: what the table's module prints as it loads goes to stderr.
+    with contextlib.redirect_stdout(sys.stderr if not args.http else sys.stdout):
+        table = _load_table(args.table)
     options = _gate_options(args)
     if args.http:
         mcp.serve_http(table, host=args.host, port=args.port, **options)
@@ -224,8 +256,9 @@ def _mcp_proxy(args: argparse.Namespace) -> int:
     for item in args.sensitive:
         tool, field = _pair(item, ".", "--sensitive")
         sensitive.setdefault(tool, []).append(field)
+    timeout = mcp.DEFAULT_UPSTREAM_TIMEOUT if args.timeout is None else args.timeout
     mcp.proxy(command, trust_tools=args.trust_tool, effects=effects, sensitive=sensitive,
-              **_gate_options(args))
+              timeout=timeout, **_gate_options(args))
     return 0
 
 

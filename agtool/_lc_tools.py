@@ -47,7 +47,7 @@ class GatedTool(BaseTool):
         args = input if call is None else call.get("args")
         token = _CALL.set((call, config))
         try:
-            if not isinstance(args, dict):  # LangChain would raise: the gate refuses it
+            if not _keyword_args(args):  # LangChain would raise: the gate refuses it
                 return self._answer(args)
             return super().invoke(input, config, **kwargs)
         finally:
@@ -58,7 +58,7 @@ class GatedTool(BaseTool):
         args = input if call is None else call.get("args")
         token = _CALL.set((call, config))
         try:
-            if not isinstance(args, dict):
+            if not _keyword_args(args):
                 return await self._aanswer(args)
             return await super().ainvoke(input, config, **kwargs)
         finally:
@@ -92,6 +92,15 @@ class GatedTool(BaseTool):
 def _is_tool_call(value: object) -> bool:
     """Whether a tool was invoked with a model's tool call (its id may be ``None``)."""
     return isinstance(value, dict) and value.get("type") == "tool_call"
+
+
+def _keyword_args(args: object) -> bool:
+    """Whether LangChain may unpack ``args`` into ``_run``: a plain dict of plain str keys.
+
+    Anything else (a non-str key, a dict subclass whose ``keys`` may lie) goes
+    straight to the gate, which snapshots it once, instead of raising in LangChain.
+    """
+    return type(args) is dict and all(type(key) is str for key in args)
 
 
 def _step(call_id: object) -> str | None:

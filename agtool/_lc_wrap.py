@@ -168,7 +168,7 @@ class GateWrapper:
 
         async def body(checked: dict[str, Any]) -> Any:
             try:
-                result = await handler(request.override(tool_call={**call, "args": checked}))
+                result = await handler(_checked_request(request, checked))
             except GraphBubbleUp as signal:
                 raise _Bubble(signal) from None
             return result_value(result)
@@ -188,9 +188,18 @@ class GateWrapper:
 
 def _handled(handler: Handler, request: ToolCallRequest, checked: dict[str, Any]) -> object:
     try:
-        return handler(request.override(tool_call={**request.tool_call, "args": checked}))
+        return handler(_checked_request(request, checked))
     except GraphBubbleUp as signal:
         raise _Bubble(signal) from None
+
+
+def _checked_request(request: ToolCallRequest, checked: dict[str, Any]) -> ToolCallRequest:
+    """The call with the checked args; an id that is not a str becomes ``""``, so the
+    agent's tool still answers a ``ToolMessage`` (with no id it answers a bare value,
+    which ``ToolNode`` raises on)."""
+    call_id = request.tool_call.get("id")
+    return request.override(tool_call={**request.tool_call, "args": checked,
+                                       "id": call_id if type(call_id) is str else ""})
 
 
 def _config(request: ToolCallRequest) -> object:

@@ -11,6 +11,7 @@ on the ``agtool`` logger, which ``agtool mcp proxy`` prints to stderr.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -20,25 +21,43 @@ from collections.abc import Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
+import anyio
 import mcp.types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.server.lowlevel import Server
 
-from ._errors import UpstreamError
+from ._errors import AgtoolError, UpstreamError
 from ._gate import Gate
 from ._jsonschema import SchemaError, import_tool, tool_definition
 from ._mcp_serve import Forward, build_server
 from ._records import CallRecord
 
-__all__ = ["UPSTREAM_TOOL_ERROR", "Upstream", "gated_table", "proxy_server"]
+__all__ = ["DEFAULT_UPSTREAM_TIMEOUT", "UPSTREAM_TOOL_ERROR", "Upstream", "UpstreamUnavailable",
+           "gated_table", "proxy_server"]
 
 _log = logging.getLogger("agtool")
 #: The status an upstream tool's own error (``isError``) is answered with: a
 #: refusal by the upstream, not a transport failure, so never retried blindly.
 UPSTREAM_TOOL_ERROR = 422
+#: Seconds an upstream call may take before it is answered ``timeout``: an upstream
+#: that never answers must not hold the client's call open for ever.
+DEFAULT_UPSTREAM_TIMEOUT = 60.0
 # What an MCP tool listing may carry that the importer reads; the rest
 # (``execution``, ``icons``, ``_meta``) validates nothing.
 _LISTED_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+
+
+class UpstreamUnavailable(AgtoolError, ConnectionError):
+    """The upstream server did not start, or did not list its tools: there is nothing to serve."""
+
+
+def _cause(exc: BaseException) -> str:
+    """The first real failure inside ``exc``, which a task group may have wrapped."""
+    inner = getattr(exc, "exceptions", None)
+    while inner:
+        exc = inner[0]
+        inner = getattr(exc, "exceptions", None)
+    return f"{type(exc).__name__}: {exc}"
 
 
 class Upstream:
@@ -55,11 +74,20 @@ class Upstream:
         # The whole environment, as any wrapper passes it on: the upstream's keys live there.
         params = StdioServerParameters(command=self.command[0], args=self.command[1:],
                                        env=dict(os.environ))
-        read, write = await self._stack.enter_async_context(stdio_client(params))
-        session = await self._stack.enter_async_context(ClientSession(read, write))
-        await session.initialize()
+        try:
+            read, write = await self._stack.enter_async_context(stdio_client(params))
+            session = await self._stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+        except Exception as exc:  # a missing command, a crash, a server that is not MCP
+            await self._close_quietly()
+            raise UpstreamUnavailable(f"the upstream server {self.command[0]!r} did not start "
+                                      f"as an MCP server ({_cause(exc)})") from None
         self.session = session
         return self
+
+    async def _close_quietly(self) -> None:
+        with contextlib.suppress(Exception):  # the start-up failure is the news, not this
+            await self._stack.aclose()
 
     async def __aexit__(self, *exc: object) -> None:
         self.session = None
@@ -71,8 +99,12 @@ class Upstream:
         tools: list[types.Tool] = []
         cursor: str | None = None
         while True:
-            page = await session.list_tools(
-                params=None if cursor is None else types.PaginatedRequestParams(cursor=cursor))
+            try:
+                page = await session.list_tools(params=None if cursor is None else
+                                                types.PaginatedRequestParams(cursor=cursor))
+            except Exception as exc:  # an upstream whose listing fails has nothing to gate
+                raise UpstreamUnavailable(f"the upstream server {self.command[0]!r} did not "
+                                          f"list its tools ({_cause(exc)})") from None
             tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
@@ -121,11 +153,13 @@ def gated_table(upstream: Upstream, listed: Sequence[types.Tool], *,
                 trust_tools: Collection[str] = (),
                 effects: Mapping[str, str | Mapping[str, Any]] | None = None,
                 sensitive: Mapping[str, Collection[str]] | None = None,
+                timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
                 ) -> tuple[dict[str, dict[str, Any]], dict[str, types.Tool]]:
     """The contract table of the upstream's tools, and the tools passed through ungated.
 
     ``effects`` overrides a tool's effect as ``load_tools`` does; ``sensitive``
-    names, per tool, top-level arguments or returned keys to redact.
+    names, per tool, top-level arguments or returned keys to redact. Each tool
+    gets ``timeout`` (seconds) unless its ``effects`` entry sets one.
     """
     names = {tool.name for tool in listed}
     for label, given in (("--trust-tool", trust_tools), ("--effect", effects or {}),
@@ -149,6 +183,8 @@ def gated_table(upstream: Upstream, listed: Sequence[types.Tool], *,
             entry = import_tool(definition, upstream.body(tool.name),
                                 (effects or {}).get(tool.name), "upstream")
             _mark_sensitive(entry, tool.name, (sensitive or {}).get(tool.name, ()))
+            if timeout is not None:
+                entry.setdefault("timeout", timeout)
         except SchemaError as exc:
             _log.warning("tool %r is hidden: its schema cannot be enforced (%s); name it with "
                          "--trust-tool to pass it through ungated", tool.name, exc)
@@ -168,17 +204,19 @@ def _mark_sensitive(entry: dict[str, Any], tool: str, fields: Collection[str]) -
 
 
 def proxy_server(upstream: Upstream, gate: Gate, passed: Mapping[str, types.Tool],
-                 name: str = "agtool-proxy") -> Server[Any]:
+                 name: str = "agtool-proxy",
+                 timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT) -> Server[Any]:
     """The server the client talks to: the gate's tools, and the passed-through ones.
 
     A passed-through call is recorded too, to the gate's sink, with no args
     digest (nothing says which of its arguments are sensitive) and the
-    reason ``"ungated"``.
+    reason ``"ungated"``; it too is answered an error after ``timeout`` seconds.
     """
     async def forward(tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         started = time.perf_counter()
         try:
-            result = await upstream.call(tool, arguments)
+            with anyio.fail_after(timeout):
+                result = await upstream.call(tool, arguments)
         except Exception as exc:  # an ungated tool's failure is still answered, not raised
             text = types.TextContent(type="text", text=f"upstream failed: {type(exc).__name__}")
             result = types.CallToolResult(content=[text], is_error=True)

@@ -260,10 +260,14 @@ def _redact(spec: Spec, value: object) -> object:
 
 def scrub(text: str, contract: ToolContract | None, args: object) -> str:
     """``text`` with every sensitive argument value in it replaced (an error page may echo them)."""
-    # Longest first, so that a value inside another is not left half redacted.
-    for value in sorted(_sensitive_values(contract.args if contract else {}, args), key=len,
-                        reverse=True):
-        text = text.replace(value, REDACTED)
+    # Longest first, so that a value inside another is not left half redacted; each also
+    # as a JSON string spells it, since an error page often quotes what it was sent as JSON.
+    values = _sensitive_values(contract.args if contract else {}, args)
+    forms = {form for value in values for form in
+             (value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1])}
+    for form in sorted(forms, key=len, reverse=True):
+        if form:
+            text = text.replace(form, REDACTED)
     return text
 
 

@@ -26,6 +26,8 @@ try:
 except ImportError:
     raise ImportError("agtool.mcp needs the mcp extra: pip install 'agtool[mcp]'") from None
 
+import contextlib
+import sys
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -35,17 +37,26 @@ from mcp.server.stdio import stdio_server
 
 from ._gate import DEFAULT_SCOPE, Gate
 from ._jsonschema import IMPORTED_EFFECTS, mcp_annotations
-from ._mcp_proxy import UPSTREAM_TOOL_ERROR, Upstream, gated_table, proxy_server
+from ._mcp_proxy import (
+    DEFAULT_UPSTREAM_TIMEOUT,
+    UPSTREAM_TOOL_ERROR,
+    Upstream,
+    UpstreamUnavailable,
+    gated_table,
+    proxy_server,
+)
 from ._mcp_serve import DEFAULT_STEP, RUN_ID_META, STEP_ID_META, build_server, result_of
 from ._records import RecordSink
 from ._store import WriteStore
 
 __all__ = [
     "DEFAULT_STEP",
+    "DEFAULT_UPSTREAM_TIMEOUT",
     "IMPORTED_EFFECTS",
     "RUN_ID_META",
     "STEP_ID_META",
     "UPSTREAM_TOOL_ERROR",
+    "UpstreamUnavailable",
     "aproxy",
     "aserve_stdio",
     "mcp_annotations",
@@ -81,7 +92,13 @@ def server(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *, name: str =
 async def aserve_stdio(mcp_server: Server[Any]) -> None:
     """Serve ``mcp_server`` over this process's stdin and stdout until the client leaves."""
     async with stdio_server() as (read, write):
-        await mcp_server.run(read, write, mcp_server.create_initialization_options())
+        try:
+            await mcp_server.run(read, write, mcp_server.create_initialization_options())
+        finally:
+            # While serving, the SDK points fd 1 away from the wire; what a body printed
+            # may still sit in sys.stdout's buffer, and must leave now, not onto the wire.
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                sys.stdout.flush()
 
 
 def serve_stdio(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *,
@@ -105,6 +122,7 @@ async def aproxy(command: Sequence[str], *, scope: Collection[str] = DEFAULT_SCO
                  effects: Mapping[str, str | Mapping[str, Any]] | None = None,
                  sensitive: Mapping[str, Collection[str]] | None = None,
                  records: RecordSink | None = None, store: WriteStore | str | None = None,
+                 timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
                  name: str = "agtool-proxy") -> None:
     """Start ``command`` as an MCP server and serve its tools over stdio through a gate.
 
@@ -113,13 +131,15 @@ async def aproxy(command: Sequence[str], *, scope: Collection[str] = DEFAULT_SCO
     ``trust_tools``, which passes it through ungated. Effects and risks come
     from its annotations (``IMPORTED_EFFECTS``) unless ``effects`` says
     otherwise; ``sensitive`` names fields to redact, per tool. Every call is
-    recorded to ``records``.
+    recorded to ``records``. An upstream call still unanswered after
+    ``timeout`` seconds is answered an error. An upstream that does not start
+    or list its tools raises ``UpstreamUnavailable`` before anything is served.
     """
     async with Upstream(command) as upstream:
         table, passed = gated_table(upstream, await upstream.tools(), trust_tools=trust_tools,
-                                    effects=effects, sensitive=sensitive)
+                                    effects=effects, sensitive=sensitive, timeout=timeout)
         gate = Gate(table, scope=scope, records=records, store=store)
-        await aserve_stdio(proxy_server(upstream, gate, passed, name=name))
+        await aserve_stdio(proxy_server(upstream, gate, passed, name=name, timeout=timeout))
 
 
 def proxy(command: Sequence[str], **options: Any) -> None:
