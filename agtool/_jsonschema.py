@@ -39,6 +39,7 @@ from urllib.parse import unquote
 from ._contract import RISKS, Spec, ToolContract, parse_entry
 from ._errors import ContractError
 from ._patterns import fullmatcher, pattern_problem
+from ._reasons import shown
 
 __all__ = [
     "DIALECT",
@@ -1148,11 +1149,12 @@ def _effect_keys(definition: ToolDefinition, effect: str | Mapping[str, Any] | N
         risk = "external_effect" if open_world else "reversible_write"
     if "readOnlyHint" not in hints:
         _imports_log.warning(
-            "%stool %r does not say it is read-only (no readOnlyHint): imported as a write "
+            "%stool '%s' does not say it is read-only (no readOnlyHint): imported as a write "
             "of risk %r, which the default scope refuses; if it only reads, say so "
-            "(effects={%r: 'read'}, or agtool mcp proxy --effect %s=read)",
-            f"{source}: " if source else "", definition.name, risk, definition.name,
-            definition.name)
+            "(effects={'%s': 'read'}, or agtool mcp proxy --effect %s=read)",
+            # Names come from someone else's server: shown() keeps each on one line.
+            f"{shown(source)}: " if source else "", shown(definition.name), risk,
+            shown(definition.name), shown(definition.name))
     return {"effect": "write", "risk": risk}
 
 
