@@ -9,6 +9,7 @@ provides fails here, not on a user's machine.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from importlib.metadata import packages_distributions
@@ -55,8 +56,13 @@ def _third_party(path: Path) -> set[str]:
             and root not in PRESENT_WITH_THE_PLUGIN}
 
 
+@functools.cache
+def _distributions() -> dict[str, list[str]]:
+    return dict(packages_distributions())  # reads every installed distribution: once
+
+
 def _providers(root: str) -> set[str]:
-    return {name.lower().replace("_", "-") for name in packages_distributions().get(root, [])}
+    return {name.lower().replace("_", "-") for name in _distributions().get(root, [])}
 
 
 def _installed_sources() -> list[Path]:
