@@ -27,7 +27,7 @@ from ._graph import (
     make_repair,
     run_graph,
 )
-from ._graph import tool_specs as _tool_specs
+from ._model_graph import tool_specs as _tool_specs
 from ._stock_agent import (
     FALLBACK_REGION,
     REPAIRS,

@@ -98,7 +98,8 @@ class Mistake:
 
     args: dict[str, Any]
     kind: str  #: one of ``MISTAKES``
-    arg: str
+    arg: str  #: the argument got wrong, as named in ``args`` (the invented one for an extra)
+    #: What ``validate_args`` may answer, exactly: names echoed as the gate does (``shown``).
     reasons: frozenset[str] = field(default_factory=frozenset)
     #: The values the model was given for the contract's echo arguments: pass as ``echo=``.
     echo: dict[str, Any] = field(default_factory=dict)
@@ -271,19 +272,19 @@ def _mistake(draw: st.DrawFn, contract: ToolContract, kinds: tuple[str, ...]) ->
         args[new] = args.pop(arg)
         reasons.add("unexpected:" + shown(new))
         if specs[arg].required or specs[arg].echo:
-            reasons.add(absent + arg)
+            reasons.add(absent + shown(arg))
     elif kind == "string number":
         args[arg] = str(args[arg])
-        reasons.add("type:" + arg)
+        reasons.add("type:" + shown(arg))
     elif kind == "invented enum value":
         args[arg], _ = draw(bad_value(specs[arg], (), "allowed"))
-        reasons.add("allowed:" + arg)
+        reasons.add("allowed:" + shown(arg))
     elif kind == "bool for int":
         args[arg] = draw(st.booleans())
-        reasons.add("type:" + arg)
+        reasons.add("type:" + shown(arg))
     elif kind == "dropped argument":
         del args[arg]
-        reasons.add(absent + arg)
+        reasons.add(absent + shown(arg))
     else:
         extra = draw(invented_keys(specs))
         args[extra] = draw(json_values())

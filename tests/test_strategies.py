@@ -319,6 +319,29 @@ def test_model_mistakes_name_a_real_defect(kind: str, data: st.DataObject) -> No
     assert (check, arg) in defect_places(args_validator(TOOLS, "stock_lookup"), mistake.args)
 
 
+#: Argument names the gate cannot echo as they are: a control character, a line separator, and
+#: one past the echo cap; every mistake kind has one of them to be made on.
+ODD_NAMES = {"lookup": {"args": {
+    "li\x1fmit": {"type": "int", "required": True, "min": 1, "max": 5},
+    "re\u2028gion": {"type": "str", "required": True, "allowed": ["busan", "jeju"]},
+    "k" * 80: {"type": "str", "required": True},
+}, "returns": {}, "fn": lambda **args: {}}}
+
+
+@pytest.mark.parametrize("kind", MISTAKES)
+@PER_CASE
+@given(data=st.data())
+def test_model_mistakes_echo_names_as_the_gate_does(kind: str, data: st.DataObject) -> None:
+    """A mistake on a name with a control character or past the echo cap expects exactly the
+    gate's reason: one defect, one reason, equal; a renamed argument, the gate's among its two."""
+    mistake = data.draw(model_mistakes(ODD_NAMES, "lookup", kind))
+    reason = Gate(ODD_NAMES).validate_args("lookup", mistake.args, mistake.echo)
+    if kind == "renamed argument":
+        assert reason in mistake.reasons
+    else:
+        assert mistake.reasons == {reason}
+
+
 @given(data=st.data())
 def test_orders_plant_what_they_report(data: st.DataObject) -> None:
     """An order's args are refused with one of its planted errors, each classified as said."""
