@@ -536,14 +536,15 @@ def args_are_valid(args: dict[str, Any]) -> bool:
         return False
     if type(text) is not str or len(text) > TEXT_MAX:
         return False
+    # An optional argument sent as null is not given (the dialect's nullable default).
     amount = args.get("amount", _MISSING)
-    if amount is not _MISSING:
+    if amount is not _MISSING and amount is not None:
         if type(amount) is not int and not (type(amount) is float and math.isfinite(amount)):
             return False
         if not 0 <= amount <= 100:
             return False
     opts = args.get("opts", _MISSING)
-    return opts is _MISSING or isinstance(opts, dict)
+    return opts is _MISSING or opts is None or isinstance(opts, dict)
 
 
 addresses = st.from_regex(TO_PATTERN, fullmatch=True)
@@ -596,10 +597,13 @@ def mutated(draw: st.DrawFn, args: dict[str, Any]) -> dict[str, Any]:
             changed["amount"] = int(amount)
         else:
             changed["amount"] = ["mutated"]  # no drawn value is a list of str
-    elif kind == "extra" or not args:
+    # Dropping an optional argument sent as null would leave the same call.
+    droppable = [key for key, value in args.items()
+                 if value is not None or ARGS.get(key, {}).get("required", True)]
+    if kind == "extra" or not droppable:
         changed["zz_extra"] = 1  # never a drawn key
     else:
-        changed.pop(draw(st.sampled_from(list(args))))
+        changed.pop(draw(st.sampled_from(droppable)))
     return changed
 
 
@@ -651,6 +655,27 @@ def test_body_runs_only_with_scope_valid_args_and_a_matching_approval(
     refusals are checked by stage only (which check fails first is the gate's order).
     A read's repeats are memo hits: its body runs once, on the first permitted call.
     """
+    check_authority(granted, gate_scope, args, kinds, data.draw(mutated(args)))
+
+
+# Null for an optional argument is the call without it: checked on every run, not by luck.
+@pytest.mark.parametrize(("args", "changed"), [
+    pytest.param({"to": "a@x.org", "text": "", "amount": None},
+                 {"to": "a@x.org", "text": "", "amount": ["mutated"]}, id="null-amount"),
+    pytest.param({"to": "a@x.org", "text": "hi", "opts": None},
+                 {"to": "b@x.org", "text": "hi", "opts": None}, id="null-opts"),
+])
+@pytest.mark.parametrize("kinds", [["exact", "exact"], ["reordered", "mutated"]])
+def test_a_null_optional_arg_is_approved_and_run_as_the_call_without_it(
+        args: dict[str, Any], changed: dict[str, Any], kinds: list[str]) -> None:
+    """The property above, on args that send null for an optional argument."""
+    check_authority(set(ALL_RISKS), None, args, kinds, changed)
+    check_authority({"external_effect"}, None, args, kinds, changed)
+
+
+def check_authority(granted: set[str], gate_scope: set[str] | None, args: dict[str, Any],
+                    kinds: list[str], changed: dict[str, Any]) -> None:
+    """The body of the property: every risk, approval mix, dry run and twin, checked."""
     bodies = {risk: Body() for risk in ALL_RISKS}
     other = Body()
     table = {f"t_{risk}": entry(bodies[risk], risk) for risk in ALL_RISKS}
@@ -659,7 +684,6 @@ def test_body_runs_only_with_scope_valid_args_and_a_matching_approval(
         gate, per_call = Gate(table, scope=granted), None
     else:
         gate, per_call = Gate(table, scope=gate_scope), granted
-    changed = data.draw(mutated(args))
     valid = args_are_valid(args)
     approval_sets = [[], *([kind] for kind in APPROVAL_KINDS), kinds]
     steps = itertools.count()
