@@ -46,17 +46,7 @@ EXIT_PIPE = 141
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agtool`` console script; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="agtool", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser(
-        "report",
-        help="regenerate reports/tool_report.json and .md from real runs",
-        add_help=False,  # the report's own parser answers --help
-    )
-    _add_export(commands)
-    _add_lint(commands)
-    _add_mcp(commands)
+    parser = command_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command == "report":
         # Imported here: the report pulls in the harness, which plain gate users do not need.
@@ -75,6 +65,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agtool {args.command}: {exc}", file=sys.stderr)
         return EXIT_ERROR
     return status
+
+
+def command_parser() -> argparse.ArgumentParser:
+    """The parser of every ``agtool`` command (the README's examples are checked against it)."""
+    parser = argparse.ArgumentParser(prog="agtool", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser(
+        "report",
+        help="regenerate reports/tool_report.json and .md from real runs",
+        add_help=False,  # the report's own parser answers --help
+    )
+    _add_export(commands)
+    _add_lint(commands)
+    _add_mcp(commands)
+    return parser
 
 
 def _quiet_stdout() -> None:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import socket
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,3 +50,97 @@ def test_ci_runs_the_readme_test_command() -> None:
     test_command = _blocks("sh")[1].strip()
     ci_lines = (ROOT / ".ci" / "run").read_text("utf-8").splitlines()
     assert test_command in ci_lines
+
+
+def _agtool_commands() -> list[list[str]]:
+    """Each ``$ agtool ...`` line of the README's console blocks, as argv after ``agtool``."""
+    commands = []
+    for block in _blocks("console"):
+        for line in re.sub(r"\\\n\s*", "", block).splitlines():
+            if line.startswith("$ agtool "):
+                commands.append(shlex.split(re.split(r"\s+[#>|]", line[2:])[0])[1:])
+    return commands
+
+
+def test_readme_agtool_commands_are_ones_the_cli_takes() -> None:
+    """Every agtool command the README shows parses with the CLI's own parser."""
+    from agtool._cli import command_parser
+
+    assert len(_agtool_commands()) >= 8
+    for argv in _agtool_commands():
+        command_parser().parse_args(argv)  # exits (fails the test) on an unknown option
+
+
+def _runnable(argv: list[str]) -> bool:
+    # The examples name a table module and an upstream server the test writes; one
+    # proxies an npm package, which is only parsed.
+    return argv[:1] == ["mcp"] and "npx" not in argv
+
+
+def _readme_table_module(folder: Path) -> None:
+    """The README's own `search_tickets` table, as the module its MCP examples serve."""
+    own_tool = README[README.index("## Your own tool, gated"):]
+    code = re.search(r"```python\n(.*?)```", own_tool, re.S)
+    assert code is not None
+    (folder / "support_tools.py").write_text(code.group(1).split("gate = Gate(TOOLS)")[0])
+    (folder / "their_server.py").write_text((ROOT / "tests" / "_lax_server.py").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [argv for argv in _agtool_commands() if _runnable(argv)],
+                         ids=" ".join)
+def test_readme_mcp_commands_serve_a_real_client(argv: list[str], tmp_path: Path) -> None:
+    """Each `agtool mcp` command of the README, run as written in a folder holding the
+    modules it names, lists its tools to the official MCP client (over HTTP on a free
+    port instead of the README's 8000)."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    _readme_table_module(tmp_path)
+    # As in the activated environment the README's commands are typed into.
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "PATH": path, "LAX_RUNS": str(tmp_path / "runs")}
+    expected = "count_items" if argv[1] == "proxy" else "search_tickets"
+
+    async def listed(read: Any, write: Any) -> list[str]:
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            return [tool.name for tool in (await session.list_tools()).tools]
+
+    async def over_stdio() -> list[str]:
+        params = StdioServerParameters(command=sys.executable,
+                                       args=["-m", "agtool._cli", *argv],
+                                       cwd=str(tmp_path), env=env)
+        with anyio.fail_after(60):
+            async with stdio_client(params) as (read, write):
+                return await listed(read, write)
+
+    if "--http" not in argv:
+        assert expected in anyio.run(over_stdio)
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [str(port) if previous == "--port" else arg
+            for previous, arg in zip(["", *argv[:-1]], argv, strict=True)]
+    server = subprocess.Popen([sys.executable, "-m", "agtool._cli", *argv], cwd=tmp_path,  # noqa: S603
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def over_http() -> list[str]:
+        with anyio.fail_after(60):
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    await anyio.sleep(0.1)
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read,
+                                                                                write, *_):
+                return await listed(read, write)
+
+    try:
+        assert expected in anyio.run(over_http)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
