@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _fake_chat import ScriptedChat, call, turn
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
@@ -33,7 +34,6 @@ from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from agtool import Gate, UpstreamError
 from agtool.langchain import GateMiddleware, gated_tool_node, gated_tools
 from agtool.mcp import RUN_ID_META, server
-from tests._fake_chat import ScriptedChat, call, turn
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = str(ROOT / "tests" / "_hostile_server.py")

@@ -14,6 +14,7 @@ import sys
 from typing import Annotated, Any
 
 import pytest
+from _fake_chat import ScriptedChat, call, turn
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, StructuredTool, tool
@@ -32,7 +33,6 @@ from agtool.langchain import (
     gated_tool_node,
     gated_tools,
 )
-from tests._fake_chat import ScriptedChat, call, turn
 
 ROWS = [{"id": "T-1", "title": "Refund not received", "age_days": 3},
         {"id": "T-2", "title": "Wrong size", "age_days": 12}]
