@@ -423,3 +423,46 @@ def test_a_redacted_value_still_matches_the_listed_output_schema() -> None:
     assert result.structured_content == {"owner": "Kim", "cents": "[redacted]",
                                          "history": [{"cents": "[redacted]", "memo": "tea"}]}
     assert "1999" not in result.content[0].text
+
+
+# --- The proxy's own code, in this process, in front of the lax server -------------------
+
+
+def test_the_proxy_in_process_gates_the_lax_server(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proxy's table, gate and server, driven by the official client in this process
+    (the upstream is a real subprocess): the lax server's coercion and dropping are refused
+    before it runs, a good call reaches it, a trusted tool passes through ungated, and
+    every call leaves a record."""
+    from agtool._mcp_proxy import Upstream, gated_table, proxy_server
+
+    runs = tmp_path / "runs.jsonl"
+    monkeypatch.setenv("LAX_RUNS", str(runs))
+    records: list[Any] = []
+
+    async def scenario() -> tuple[Any, ...]:
+        async with Upstream([sys.executable, str(ROOT / "tests" / "_lax_server.py")]) as up:
+            table, passed = gated_table(up, await up.tools(), trust_tools={"days_until"},
+                                        sensitive={"count_items": ["region"]})
+            gate = Gate(table, records=records.append)
+            async with Client(proxy_server(up, gate, passed)) as client:
+                listed = [tool.name for tool in (await client.list_tools()).tools]
+                coerced = await client.call_tool("count_items", {"limit": True})
+                dropped = await client.call_tool("count_items", {"limit": 2, "bogus": 1})
+                good = await client.call_tool("count_items", {"limit": 2, "region": "jeju"})
+                trusted = await client.call_tool("days_until", {"day": "2026-01-11"})
+                return listed, coerced, dropped, good, trusted
+
+    listed, coerced, dropped, good, trusted = run(scenario)
+    assert listed == ["count_items", "delete_everything", "days_until"]
+    assert error_of(coerced)["details"]["reason"] == "args:type:limit"
+    assert error_of(dropped)["details"]["reason"] == "args:unexpected:bogus"
+    assert good.structured_content == {"limit": 2, "region": "[redacted]"}
+    assert not trusted.is_error
+    assert trusted.content[0].text == "10"
+    ran = [json.loads(line) for line in runs.read_text().splitlines()]
+    assert ran == [{"tool": "count_items", "limit": 2, "region": "jeju"},
+                   {"tool": "days_until", "day": "2026-01-11"}]
+    assert [(record.tool, record.ok, record.reason) for record in records] == [
+        ("count_items", False, "args:type:limit"), ("count_items", False, "args:unexpected:bogus"),
+        ("count_items", True, ""), ("days_until", True, "ungated")]
