@@ -350,3 +350,25 @@ def test_clear_forgets_every_value() -> None:
     assert gate.cache_key("t", {"x": 1}) not in gate.cache
     call(gate, 1)
     assert body.count == 3
+
+
+def test_the_memo_reads_as_a_mapping_of_fresh_values() -> None:
+    """`gate.cache` answers `in`, `[]`, `len`, `bool` and `repr` from the values in time, and
+    a hit read through `[]` is a copy the caller may change."""
+    from agtool import tools
+
+    gate = Gate(tools.TOOLS, memo_size=4)
+    args = {"sku": "A100", "region": "seoul", "limit": 2}
+    key = gate.cache_key("stock_lookup", args)
+    assert not gate.cache
+    assert key not in gate.cache
+    with pytest.raises(KeyError):
+        gate.cache[key]
+    value = gate.call_tool("stock_lookup", args)["value"]
+    assert gate.cache
+    assert key in gate.cache
+    assert repr(gate.cache) == "<Memo 1 of 4 values>"
+    held = gate.cache[key]
+    assert held == value
+    held["rows"].clear()
+    assert gate.cache[key] == value
