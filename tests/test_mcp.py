@@ -428,6 +428,7 @@ def test_a_redacted_value_still_matches_the_listed_output_schema() -> None:
 # --- The proxy's own code, in this process, in front of the lax server -------------------
 
 
+@pytest.mark.slow
 def test_the_proxy_in_process_gates_the_lax_server(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The proxy's table, gate and server, driven by the official client in this process
