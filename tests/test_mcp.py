@@ -12,16 +12,15 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from _ports import free_port, wait_for_port
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -225,25 +224,6 @@ def test_mcp_serve_over_stdio(tmp_path: Path) -> None:
     assert [(line["tool"], line["reason"], line["replayed"]) for line in lines] == [
         ("search_tickets", "", False), ("search_tickets", "args:type:limit", False),
         ("send_sms", "", False), ("send_sms", "", True)]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_for_port(port: int, process: subprocess.Popen[bytes], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"server exited with {process.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"nothing listened on port {port} within {seconds} s")
 
 
 @pytest.mark.slow

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _ports import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text("utf-8")
@@ -119,9 +119,7 @@ def test_readme_mcp_commands_serve_a_real_client(argv: list[str], tmp_path: Path
     if "--http" not in argv:
         assert expected in anyio.run(over_stdio)
         return
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     argv = [str(port) if previous == "--port" else arg
             for previous, arg in zip(["", *argv[:-1]], argv, strict=True)]
     server = subprocess.Popen([sys.executable, "-m", "agtool._cli", *argv], cwd=tmp_path,  # noqa: S603
@@ -129,17 +127,12 @@ def test_readme_mcp_commands_serve_a_real_client(argv: list[str], tmp_path: Path
 
     async def over_http() -> list[str]:
         with anyio.fail_after(60):
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    await anyio.sleep(0.1)
             async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read,
                                                                                 write, *_):
                 return await listed(read, write)
 
     try:
+        wait_for_port(port, server, 60)
         assert expected in anyio.run(over_http)
     finally:
         server.terminate()
