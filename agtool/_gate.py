@@ -91,6 +91,11 @@ class Gate(Queries):
         self._runtime.pending_wait = seconds
 
     @property
+    def memo_ttl(self) -> float:
+        """Seconds a read's success is remembered when its contract names no ``ttl``."""
+        return self._runtime.ttl
+
+    @property
     def store(self) -> WriteStore:
         """The write store; the default in-memory one is made when a write first needs it."""
         with self._store_lock:  # two threads must not make two stores

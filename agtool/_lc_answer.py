@@ -36,15 +36,17 @@ class Caller:
     approvals: Iterable[Approval] = ()
     run_id: str | None = None
 
-    def for_call(self, config: object) -> tuple[Collection[str] | None, Iterable[Approval],
-                                                 str | None]:
-        """``(scope, approvals, run_id)`` for a call made under ``config``."""
+    def for_call(self, config: object, call_id: object
+                 ) -> tuple[Collection[str] | None, Iterable[Approval], str | None, str | None]:
+        """``(scope, approvals, run_id, step_id)`` for the tool call ``call_id`` made under
+        ``config``; a call without a usable id has no step id, so a write is not keyed."""
         configurable = _configurable(config)
         scope = configurable.get(SCOPE_KEY, self.scope)
         approvals = configurable.get(APPROVALS_KEY, self.approvals)
         thread = configurable.get("thread_id")
         run_id = self.run_id if thread is None else thread if type(thread) is str else str(thread)
-        return scope, approvals, run_id
+        step_id = call_id if type(call_id) is str and call_id else None
+        return scope, approvals, run_id, step_id
 
 
 def _configurable(config: object) -> Mapping[str, Any]:

@@ -75,17 +75,17 @@ class GatedTool(BaseTool):
     def _answer(self, args: object) -> Any:
         call, config = _CALL.get()
         call_id = None if call is None else call.get("id")
-        scope, approvals, run_id = self.caller.for_call(config)
+        scope, approvals, run_id, step_id = self.caller.for_call(config, call_id)
         answer = self.gate.call_for_model(self.name, args, scope=scope, run_id=run_id,
-                                          step_id=_step(call_id), approvals=approvals)
+                                          step_id=step_id, approvals=approvals)
         return answer if call is None else tool_message(answer, call_id, self.name)
 
     async def _aanswer(self, args: object) -> Any:
         call, config = _CALL.get()
         call_id = None if call is None else call.get("id")
-        scope, approvals, run_id = self.caller.for_call(config)
+        scope, approvals, run_id, step_id = self.caller.for_call(config, call_id)
         answer = await self.gate.acall_for_model(self.name, args, scope=scope, run_id=run_id,
-                                                 step_id=_step(call_id), approvals=approvals)
+                                                 step_id=step_id, approvals=approvals)
         return answer if call is None else tool_message(answer, call_id, self.name)
 
 
@@ -103,8 +103,6 @@ def _keyword_args(args: object) -> bool:
     return type(args) is dict and all(type(key) is str for key in args)
 
 
-def _step(call_id: object) -> str | None:
-    return call_id if type(call_id) is str and call_id else None
 
 
 def gated_tools(gate: Gate, names: Iterable[str] | None = None, *,

@@ -107,7 +107,7 @@ def _shadow(gate: Gate) -> Gate:
     scope, write store, records and memo settings."""
     return Gate(_Bodies(gate.table), scope=gate.scope, store=gate.store, records=gate.records,
                 pending_wait=gate.pending_wait, memo_size=gate.cache.size,
-                memo_ttl=gate._runtime.ttl, clock=gate.cache.clock)
+                memo_ttl=gate.memo_ttl, clock=gate.cache.clock)
 
 
 def result_value(result: object) -> Any:
@@ -150,11 +150,11 @@ class GateWrapper:
         def body(checked: dict[str, Any]) -> Any:
             return result_value(_handled(handler, request, checked))
 
-        scope, approvals, run_id = self._caller.for_call(_config(request))
+        scope, approvals, run_id, step_id = self._caller.for_call(_config(request), call_id)
         token = _BOUND.set((name, body))
         try:
             answer = self.gate.call_for_model(name, args, scope=scope, run_id=run_id,
-                                              step_id=_step(call_id), approvals=approvals)
+                                              step_id=step_id, approvals=approvals)
         except _Bubble as bubble:
             raise bubble.signal from None
         finally:
@@ -173,12 +173,11 @@ class GateWrapper:
                 raise _Bubble(signal) from None
             return result_value(result)
 
-        scope, approvals, run_id = self._caller.for_call(_config(request))
+        scope, approvals, run_id, step_id = self._caller.for_call(_config(request), call_id)
         token = _BOUND.set((name, body))
         try:
             answer = await self.gate.acall_for_model(name, args, scope=scope, run_id=run_id,
-                                                     step_id=_step(call_id),
-                                                     approvals=approvals)
+                                                     step_id=step_id, approvals=approvals)
         except _Bubble as bubble:
             raise bubble.signal from None
         finally:
@@ -206,6 +205,4 @@ def _config(request: ToolCallRequest) -> object:
     return getattr(request.runtime, "config", None)
 
 
-def _step(call_id: object) -> str | None:
-    return call_id if type(call_id) is str and call_id else None
 

@@ -882,3 +882,13 @@ def test_middleware_shares_the_callers_store_and_records() -> None:
     assert desk.refunds == ["O-7"]  # the same key in the same store: replayed, not run again
     assert [(r.tool, r.replayed) for r in records] == [("issue_refund", False),
                                                        ("issue_refund", True)]
+
+
+def test_middleware_gate_keeps_the_callers_memo_settings() -> None:
+    """The middleware's own gate remembers for as long and as many values as the caller's."""
+    from agtool import DEFAULT_MEMO_TTL
+
+    assert Gate(Desk().table).memo_ttl == DEFAULT_MEMO_TTL
+    middleware = GateMiddleware(Gate(Desk().table, memo_ttl=7, memo_size=3))
+    assert middleware.gate.memo_ttl == 7
+    assert middleware.gate.cache.size == 3
