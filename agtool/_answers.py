@@ -42,6 +42,7 @@ CODES = (
     "APPROVAL_REQUIRED",
     "CONFLICT",  # the idempotency key was used with other arguments
     "IN_PROGRESS",  # the same write is running elsewhere
+    "UNKNOWN_OUTCOME",  # a write may have taken effect and its outcome is not recorded
     "INTERNAL",  # the tool or its caller is broken; nothing the model can do
 )
 #: Codes that are always worth repeating the same call for, after a pause. Other
@@ -66,6 +67,7 @@ _BY_STAGE_CHECK = {
     ("write", "conflict"): "CONFLICT",
     ("write", "in_progress"): "IN_PROGRESS",
     ("write", "store"): "UPSTREAM_ERROR",
+    ("write", "unknown"): "UNKNOWN_OUTCOME",
 }
 
 
@@ -294,8 +296,13 @@ def _message(reason: str, contract: ToolContract | None, fields: list[dict[str, 
                           "arguments that can be keyed",
                 "conflict": "this idempotency key was already used with other arguments",
                 "in_progress": "the same write is running elsewhere; try again shortly",
+                "unknown": f"{tool} may already have taken effect and its outcome is not "
+                           "recorded; do not repeat this call: an operator must check and "
+                           "resolve it",
                 }.get(check, "the idempotency store is unavailable; try again shortly")
     if stage == "timeout":
+        if check == "busy":
+            return f"{tool} was not started: every worker is busy; try again shortly"
         return f"{tool} did not answer in time; the same call may be tried again"
     if stage == "upstream":
         return (f"{tool}'s upstream failed ({check}); "

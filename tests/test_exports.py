@@ -59,6 +59,7 @@ PUBLIC = {
     "RecordSink",
     "SqliteStore",
     "StoredWrite",
+    "NotApplied",
     "UpstreamError",
     "WriteStore",
     "contract_hash",
