@@ -354,8 +354,10 @@ class SqliteStore:
 
     def finish(self, key: str, owner: str, outcome: dict[str, Any]) -> bool:
         text = encode_outcome(outcome)
+        # Also over its own claim turned unknown when its lease ran out: nobody took it over,
+        # and this is the outcome it was waiting for.
         return bool(self._run("UPDATE agtool_writes SET state = 'done', outcome = ?"
-                              " WHERE key = ? AND owner = ? AND state = 'pending'",
+                              " WHERE key = ? AND owner = ? AND state != 'done'",
                               (text, key, owner)))
 
     def release(self, key: str, owner: str) -> bool:
