@@ -48,6 +48,7 @@ from ._reasons import (
 )
 from ._records import contract_hash, digest, redact_args
 from ._run import LOOP_RUNNING, TIMED_OUT, await_body, finish_here, is_async_body, run_body, within
+from ._scrub import NO_SECRETS, Scrubber, call_secrets, log_scrubbed
 from ._stats import Counts
 from ._store import CONFLICT, DONE, RUN, WriteStore
 from ._writes import settle, stored_envelope, write_key
@@ -380,7 +381,7 @@ def conclude(runtime: Runtime, ready: Ready, value: object) -> Outcome:
         if ready.key is not None:
             _remember(runtime, tool, ready.key, value, reason == UNDECLARED)
     if ready.write_key is not None:
-        settle(runtime.store(), ready.write_key, envelope)
+        settle(runtime.store(), ready.write_key, envelope, _write_secrets(ready, value))
     return Outcome(envelope, args=ready.args)
 
 
@@ -395,23 +396,35 @@ def _raised(runtime: Runtime, ready: Ready, exc: Exception) -> Outcome:
     """The answer to a body that raised: a transport failure, a timeout, or ``raised:<Name>``."""
     tool = ready.tool
     tool.counts.raised += 1
-    _log.debug("tool %r raised %s", tool.name, type(exc).__name__, exc_info=True)
+    # The body's exception may quote its args (``ValueError(f"card {card} declined")``).
+    secrets = call_secrets(tool.contract, ready.args) if tool.redacts_args else NO_SECRETS
+    log_scrubbed(_log, logging.DEBUG, exc, secrets, "tool %r raised %s", tool.name,
+                 type(exc).__name__)
     details: dict[str, Any] | None = None
-    upstream = transport_failure(exc)  # reads the exception without ever raising
+    upstream = transport_failure(exc, secrets)  # reads the exception without ever raising
     if upstream is not None:
         envelope, details = failure(upstream[0]), upstream[1]
     else:
         envelope = failure(TIMEOUT if isinstance(exc, TimeoutError)
                            else "raised:" + type(exc).__name__)
     if ready.write_key is not None:
-        settle(runtime.store(), ready.write_key, envelope)
+        settle(runtime.store(), ready.write_key, envelope, _write_secrets(ready, None))
     return Outcome(envelope, details=details, args=ready.args)
 
 
 def _abandon(runtime: Runtime, ready: Ready) -> None:
     """A body that did not answer: its write's key is freed, so that a retry may run it."""
     if ready.write_key is not None:
-        settle(runtime.store(), ready.write_key, None)
+        settle(runtime.store(), ready.write_key, None, _write_secrets(ready, None))
+
+
+def _write_secrets(ready: Ready, value: object) -> Callable[[], Scrubber] | None:
+    """What a store's failure to settle this write is scrubbed of: its sensitive args and
+    returned values (a store's error may quote the outcome it was given)."""
+    tool = ready.tool
+    if not (tool.redacts_args or tool.redacts):
+        return None
+    return lambda: call_secrets(tool.contract, ready.args, value)
 
 
 def _timed_out(ready: Ready) -> Outcome:

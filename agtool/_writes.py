@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ._answers import is_retryable
 from ._outcome import Envelope
 from ._records import digest
+from ._scrub import NO_SECRETS, Scrubber, log_scrubbed
 from ._store import WriteStore
 
 __all__ = ["settle", "stored_envelope", "write_key"]
@@ -38,16 +40,22 @@ def write_key(tool: str, key_args: tuple[str, ...], args: dict[str, Any], exact:
     return json.dumps([run_id, step_id, tool, business[:32]]) if business else None
 
 
-def settle(store: WriteStore, key: str, envelope: Envelope | None) -> None:
-    """Store a write's outcome, or free its key when a retry should run it again."""
+def settle(store: WriteStore, key: str, envelope: Envelope | None,
+           secrets: Callable[[], Scrubber] | None = None) -> None:
+    """Store a write's outcome, or free its key when a retry should run it again.
+
+    ``secrets`` makes the scrubber of the call's sensitive values, for the log
+    of a store that fails: its error may quote the outcome it was given.
+    """
     try:
         if envelope is None or (not envelope["ok"] and is_retryable(envelope["error"])):
             store.release(key)
         else:
             store.finish(key, dict(envelope))
-    except Exception:
+    except Exception as exc:
         # The key stays claimed: repeats answer in_progress rather than write twice.
-        _log.exception("idempotency store failed to settle %r", key)
+        log_scrubbed(_log, logging.ERROR, exc, NO_SECRETS if secrets is None else secrets(),
+                     "idempotency store failed to settle %r (%s)", key, type(exc).__name__)
 
 
 def stored_envelope(outcome: object) -> Envelope | None:
