@@ -64,6 +64,7 @@ from ._run import (
     run_body,
     within,
 )
+from ._scrub import NO_SECRETS, call_secrets, log_scrubbed
 from ._stats import Counts
 from ._store import CONFLICT, DONE, RUN, UNKNOWN, WriteStore, new_owner
 from ._writes import mark_unknown, release, store_outcome, stored_envelope, write_key
@@ -513,9 +514,12 @@ def _raised(runtime: Runtime, ready: Ready, exc: Exception) -> Outcome:
     """The answer to a body that raised: a transport failure, a timeout, or ``raised:<Name>``."""
     tool = ready.tool
     tool.counts.raised += 1
-    _log.debug("tool %r raised %s", tool.name, type(exc).__name__, exc_info=True)
+    # The body's exception may quote its args (``ValueError(f"card {card} declined")``).
+    secrets = call_secrets(tool.contract, ready.args) if tool.redacts_args else NO_SECRETS
+    log_scrubbed(_log, logging.DEBUG, exc, secrets, "tool %r raised %s", tool.name,
+                 type(exc).__name__)
     details: dict[str, Any] | None = None
-    upstream = transport_failure(exc)  # reads the exception without ever raising
+    upstream = transport_failure(exc, secrets)  # reads the exception without ever raising
     if upstream is not None:
         envelope, details = failure(upstream[0]), upstream[1]
     else:
