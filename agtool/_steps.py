@@ -497,7 +497,7 @@ def _kept(runtime: Runtime, ready: Ready, envelope: Envelope) -> bool:
     tool = ready.tool
     if ready.write_key is None or store_outcome(
             runtime.store(), ready.write_key, runtime.owner, envelope, tool.contract,
-            tool.redacts):
+            tool.redacts, ready.args):
         return True
     tool.counts.unknown += 1
     return False

@@ -18,6 +18,7 @@ from ._contract import ToolContract
 from ._outcome import Envelope
 from ._reasons import shown
 from ._records import digest, redact_value
+from ._scrub import call_secrets, log_scrubbed
 from ._store import WriteStore, encode_outcome
 
 __all__ = ["mark_unknown", "release", "store_outcome", "stored_envelope", "write_key"]
@@ -42,14 +43,16 @@ def write_key(tool: str, key_args: tuple[str, ...], args: dict[str, Any], exact:
 
 
 def store_outcome(store: WriteStore, key: str, owner: str, envelope: Envelope,
-                  contract: ToolContract, redacts: bool) -> bool:
+                  contract: ToolContract, redacts: bool, args: dict[str, Any]) -> bool:
     """Keep a write's outcome for every repeat of its key; ``False`` if it is not kept.
 
     The stored value has the fields its return contract marks sensitive
     redacted: a repeat is answered that, never the secret in clear. An
     outcome that would not read back exactly (see ``encode_outcome``), or a
     store that fails or no longer holds this owner's claim, leaves the key
-    unknown: the caller must then be told the outcome is not recorded.
+    unknown: the caller must then be told the outcome is not recorded. A
+    store's error is logged scrubbed of the call's sensitive values (``args``
+    and the returned ones): it may quote the outcome it was given.
     """
     kept = dict(envelope)
     if redacts and envelope["ok"]:
@@ -65,8 +68,9 @@ def store_outcome(store: WriteStore, key: str, owner: str, envelope: Envelope,
         if store.finish(key, owner, kept):
             return True
     except Exception as exc:
-        _log.error("idempotency store failed to keep the outcome of %s (%s): left unknown",
-                   key, type(exc).__name__)
+        log_scrubbed(_log, logging.ERROR, exc, call_secrets(contract, args, envelope["value"]),
+                     "idempotency store failed to keep the outcome of %s (%s): left unknown",
+                     key, type(exc).__name__)
         mark_unknown(store, key, owner)
         return False
     _log.error("the claim of %s was taken from this caller (forgotten or reconciled) before "

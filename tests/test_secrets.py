@@ -278,7 +278,7 @@ class SpillingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def finish(self, key: str, outcome: dict[str, Any]) -> None:
+    def finish(self, key: str, owner: str, outcome: dict[str, Any]) -> bool:
         raise RuntimeError(f"invalid input: {json.dumps(outcome)}")
 
 
