@@ -4,15 +4,14 @@
     AGTOOL_TEST_POSTGRES=postgresql://... python bench/bench_stores.py
     python bench/bench_stores.py --seconds 1 --postgres postgresql://...
 
-One write is what the gate asks of its store for a write call whose key is
-new: ``claim`` (answered ``run``) and then ``finish`` with a small envelope.
-The store is driven directly, not through a ``Gate``: on main the gate does
-not yet speak the owner-and-lease protocol. Every write has a key of its own,
-so nothing is replayed and every write reaches the disk or the server.
+One write is one ``Gate.call_tool`` of a write tool with a trivial body and
+a key of its own: the gate checks the args, claims the key in the store
+(``run``), runs the body, checks the result and finishes the key with the
+outcome. Nothing is replayed, so every write reaches the disk or the server.
 
 Workers run for a fixed time each and the writes they made are counted, so
 the run is bounded (about ``seconds`` x 12 plus process start-up, under 60 s
-by default on two cores). Threads share one store, as the threads of one gate do (the
+by default on two cores). Threads share one gate and its store (the
 PostgreSQL pool has one connection per thread); processes each open their
 own, as separate agents on one machine do. Prints a markdown table.
 """
@@ -30,37 +29,48 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from agtool._store import SqliteStore, new_owner
+import agtool
+from agtool._store import SqliteStore
 
 WORKERS = (1, 4, 16)
-OUTCOME = {"ok": True, "value": {"order": "A-1", "qty": 2}, "error": ""}
 
 Opener = Callable[[int], Any]  # pool size -> an open store
 
 
-def write_for(store: Any, seconds: float, start: float) -> int:
-    """Writes of fresh keys until ``seconds`` after ``start``; how many were made."""
-    owner, prefix, made = new_owner(), uuid.uuid4().hex, 0
+def _gate(store: Any) -> agtool.Gate:
+    """A gate whose one write tool has a trivial body, over ``store``."""
+    tools = {"place_order": {
+        "fn": lambda order: {"order": order},
+        "args": {"order": {"type": "str"}}, "returns": {"order": {"type": "str"}},
+        "effect": "write", "key_args": ["order"]}}
+    return agtool.Gate(tools, scope={"reversible_write"}, store=store)
+
+
+def write_for(gate: agtool.Gate, seconds: float, start: float) -> int:
+    """Writes with fresh keys until ``seconds`` after ``start``; how many were made."""
+    prefix, made = uuid.uuid4().hex, 0
     while time.time() < start:
         time.sleep(0.001)
     end = start + seconds
     while time.time() < end:
-        key = f"{prefix}-{made}"
-        if store.claim(key, "place_order", "digest", owner, 60.0).state != "run":
-            raise RuntimeError(f"a fresh key was not run: {key}")
-        if not store.finish(key, owner, OUTCOME):
-            raise RuntimeError(f"a claimed key was not finished: {key}")
+        answer = gate.call_tool("place_order", {"order": f"{prefix}-{made}"}, run_id="bench",
+                                step_id="write")
+        if not answer["ok"]:
+            raise RuntimeError(f"a write failed: {answer['error']}")
         made += 1
+    if gate.stats("place_order").runs < made:
+        raise RuntimeError("a write was answered without its body running")
     return made
 
 
 def with_threads(opener: Opener, workers: int, seconds: float) -> float:
     store = opener(workers)
+    gate = _gate(store)
     counts = [0] * workers
     start = time.time() + 0.2  # every thread is waiting before the clock starts
 
     def work(i: int) -> None:
-        counts[i] = write_for(store, seconds, start)
+        counts[i] = write_for(gate, seconds, start)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(workers)]
     for thread in threads:
@@ -74,7 +84,7 @@ def with_threads(opener: Opener, workers: int, seconds: float) -> float:
 def _process(spec: tuple[str, str, str], seconds: float, ready: Any, out: Any) -> None:
     store = _open(spec, 1)
     ready.wait(timeout=120)  # every process has imported agtool and connected
-    out.put(write_for(store, seconds, time.time()))
+    out.put(write_for(_gate(store), seconds, time.time()))
     store.close()
 
 
@@ -151,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-processes", action="store_true", help="threads only")
     args = parser.parse_args(argv)
     rows = measure(args.postgres, args.seconds, not args.no_processes)
-    print(f"Writes per second (claim + finish of a new key, the store alone),"
+    print(f"Writes per second (a write call with a new key, through a Gate),"
           f" {os.cpu_count()} cores, {args.seconds:g} s per case:\n")
     print(table(rows))
     return 0
