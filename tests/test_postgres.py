@@ -347,6 +347,13 @@ def test_a_table_name_that_is_not_a_plain_name_is_refused(url: str, name: str) -
         PostgresStore(url, table=name)
 
 
+@pytest.mark.parametrize("size", [0, -1, 1.5, True, "4"])
+def test_a_pool_size_that_is_not_a_positive_int_is_refused(url: str, size: Any) -> None:
+    """``pool_size`` is a count of connections: anything else is a ``ValueError`` naming it."""
+    with pytest.raises(ValueError, match="pool_size"):
+        PostgresStore(url, pool_size=size)
+
+
 def test_stores_on_two_tables_are_separate(url: str) -> None:
     """Two tables in one database are two stores: a key in one is new in the other."""
     with own_table(url) as one, own_table(url) as other:

@@ -293,6 +293,7 @@ class WriteMachine(RuleBasedStateMachine):
                 assert expected[before.key].order < expected[after.key].order, orders
 
 
+@pytest.mark.slow
 def test_write_state_machine(kind: str) -> None:
     """Every store follows the model through any sequence of the protocol's operations."""
     machine = type(f"WriteMachine_{kind.replace('-', '_')}", (WriteMachine,), {"kind": kind})
