@@ -59,6 +59,7 @@ PUBLIC = {
     "RecordSink",
     "SqliteStore",
     "StoredWrite",
+    "PostgresStore",
     "NotApplied",
     "UpstreamError",
     "WriteStore",
