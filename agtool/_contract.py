@@ -9,6 +9,8 @@ A table is a plain dict, kept as a value that programs read::
             # optional, for tools that touch the world (see ``EFFECTS``, ``RISKS``):
             "effect": "read" | "write", "risk": one of RISKS,
             "key_args": [arg, ...], "timeout": seconds,
+            # optional: exceptions the body may raise on valid arguments (the harness passes them)
+            "raises": (LookupError, ...),
             "source": "where the output comes from", "trust": "trusted" | "untrusted",
             # optional, for read tools: seconds a successful value may be served
             # from the gate's memo (0: never remembered; absent: the gate's default)
@@ -73,7 +75,7 @@ SPEC_KEYS = frozenset(
      "item", "description", "echo", "sensitive"}
 )
 ENTRY_KEYS = frozenset({"fn", "args", "returns", "description", "effect", "risk", "key_args",
-                        "timeout", "source", "trust", "ttl"})
+                        "timeout", "source", "trust", "ttl", "raises"})
 #: What a tool does to the world. Write tools are never memoized; they run once per
 #: idempotency key.
 EFFECTS = ("read", "write")
@@ -153,6 +155,9 @@ class ToolContract:
     #: Seconds a read's successful value may be served from the gate's memo;
     #: ``0``: never remembered; ``None`` (absent): the gate's default.
     ttl: float | None = None
+    #: Exceptions the body may raise on arguments its contract accepts ("not found"):
+    #: answered ``raised:<Name>`` as any other, but the harness does not count them as a crash.
+    raises: tuple[type[Exception], ...] = ()
 
     @property
     def needs_approval(self) -> bool:
@@ -230,6 +235,7 @@ def parse_entry(name: object, entry: object) -> ToolContract:
         source=source,
         trust=trust,
         ttl=_ttl(name, entry, effect),
+        raises=_raises(name, entry),
     )
 
 
@@ -272,6 +278,21 @@ def _timeout(name: str, entry: Mapping[str, Any]) -> float | None:
         raise ContractError(name, "timeout", f"must be a positive number of seconds, "
                             f"got {timeout!r}")
     return float(timeout)
+
+
+def _raises(name: str, entry: Mapping[str, Any]) -> tuple[type[Exception], ...]:
+    raises = entry.get("raises", ())
+    classes = (raises,) if isinstance(raises, type) else raises  # as ``except X`` reads one
+    if not isinstance(classes, (list, tuple)):
+        raise ContractError(name, "raises", f"must be a tuple of exception classes, "
+                            f"got {type(raises).__name__}")
+    for index, cls in enumerate(classes):
+        # Exception, not BaseException: a KeyboardInterrupt or a cancellation is never an
+        # answer of the body's, and the gate lets those propagate whatever the table says.
+        if not (isinstance(cls, type) and issubclass(cls, Exception)):
+            raise ContractError(name, f"raises[{index}]", f"must be an Exception subclass, "
+                                f"got {cls!r}")
+    return tuple(classes)
 
 
 def _ttl(name: str, entry: Mapping[str, Any], effect: str) -> float | None:
