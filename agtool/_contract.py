@@ -65,6 +65,7 @@ __all__ = [
     "Spec",
     "ToolContract",
     "check_table",
+    "expected_raises",
     "is_closed",
     "parse_entry",
 ]
@@ -155,9 +156,6 @@ class ToolContract:
     #: Seconds a read's successful value may be served from the gate's memo;
     #: ``0``: never remembered; ``None`` (absent): the gate's default.
     ttl: float | None = None
-    #: Exceptions the body may raise on arguments its contract accepts ("not found"):
-    #: answered ``raised:<Name>`` as any other, but the harness does not count them as a crash.
-    raises: tuple[type[Exception], ...] = ()
 
     @property
     def needs_approval(self) -> bool:
@@ -222,6 +220,7 @@ def parse_entry(name: object, entry: object) -> ToolContract:
     trust = entry.get("trust", "trusted" if source == INTERNAL_SOURCE else "untrusted")
     if trust not in TRUST_LEVELS:
         raise ContractError(name, "trust", f"must be one of {list(TRUST_LEVELS)}, got {trust!r}")
+    expected_raises(entry, name)  # checked here; not part of the contract the gate keeps
     return ToolContract(
         name=name,
         fn=fn,
@@ -235,7 +234,6 @@ def parse_entry(name: object, entry: object) -> ToolContract:
         source=source,
         trust=trust,
         ttl=_ttl(name, entry, effect),
-        raises=_raises(name, entry),
     )
 
 
@@ -280,7 +278,14 @@ def _timeout(name: str, entry: Mapping[str, Any]) -> float | None:
     return float(timeout)
 
 
-def _raises(name: str, entry: Mapping[str, Any]) -> tuple[type[Exception], ...]:
+def expected_raises(entry: Mapping[str, Any], name: str = "") -> tuple[type[Exception], ...]:
+    """The exceptions an entry's ``raises`` says its body may raise on valid arguments.
+
+    A "not found" a tool signals by raising: the gate answers it ``raised:<Name>``
+    as any other, but the harness does not count it as a crash. It changes no
+    answer of the gate, so it is not part of the ``ToolContract`` (nor its hash).
+    ``ContractError`` when it is not an Exception class or a list or tuple of them.
+    """
     raises = entry.get("raises", ())
     classes = (raises,) if isinstance(raises, type) else raises  # as ``except X`` reads one
     if not isinstance(classes, (list, tuple)):

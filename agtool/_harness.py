@@ -23,7 +23,7 @@ from itertools import count
 from typing import Any
 
 from ._answers import is_retryable
-from ._contract import RISKS, Spec, ToolContract, check_table
+from ._contract import RISKS, Spec, ToolContract, check_table, expected_raises
 from ._gate import Gate
 from ._outcome import Envelope
 from ._reasons import ARG_CHECKS, ARG_REASONS, RESULT_CHECKS, Reason, named, parse_reason, shown
@@ -222,8 +222,12 @@ def _call(gate: Gate, name: object, args: object,
     """
     # Approved as the trusted caller would, from what the args hold: ``approve`` is the
     # application's, not the model's, and a hostile dict is the model's doing.
-    approvals = ([gate.approve(name, contents(args))]
-                 if isinstance(name, str) and isinstance(args, dict) else [])
+    # Only where one is needed: approving digests the args, and hostile ones are huge.
+    approvals = []
+    if isinstance(name, str) and isinstance(args, dict):
+        contract = gate.contract(name)
+        if contract is not None and contract.needs_approval:
+            approvals = [gate.approve(name, contents(args))]
     kwargs: dict[str, Any] = {"approvals": approvals, **given}
     _record(name, args)
     try:
@@ -633,15 +637,14 @@ def check_returns(gate: Gate, name: str, args: dict[str, Any]) -> Envelope:
     assert stage != "result" or check == "empty", (
         f"the body of {name!r} returned a value its return contract refuses ({envelope['error']})"
         f" for the valid call {what}: it returned {show(body.last)}")
-    contract = gate.contract(name)
-    expected = contract.raises if contract is not None else ()
+    expected = expected_raises(gate.table[name])
     raised = body.raised
     if stage == "raised" and not (raised is not None and isinstance(raised, expected)):
-        exc = "an exception" if raised is None else show(raised)
+        shown_exc = "an exception" if raised is None else show(raised)
         where = "" if raised is None else f" at {raised_at(raised)}"
         raise AssertionError(
-            f"the body of {name!r} raised {exc}{where}, on the valid call {what}; a body must "
-            "answer every call its contract accepts (name the exceptions it may raise on one "
+            f"the body of {name!r} raised {shown_exc}{where}, on the valid call {what}; a body "
+            "must answer every call its contract accepts (name the exceptions it may raise on one "
             "in the entry's \"raises\")")
     return envelope
 
@@ -682,7 +685,8 @@ def check_hostile(gate: Gate, twin: Gate, name: Any, args: Any, expected: str | 
         f"{what} ran the body {ran} time(s), the plain call {twin_ran} time(s)")
     if known and ran:
         received = body_of(gate, name).seen[-1]
-        assert type(received) is dict and same_value(received, body_of(twin, name).seen[-1]), (
+        assert type(received) is dict, f"{what}: the body received a {type(received).__name__}"
+        assert same_value(received, body_of(twin, name).seen[-1]), (
             f"{what}: the body received {show(received)}, not the plain items checked")
     return envelope
 
@@ -702,17 +706,19 @@ def check_interrupted(gate: Gate, name: str, args: dict[str, Any], interrupt: Ba
     step = f"interrupted-{next(_steps)}"
     echo = echo_of(gate, name, args)
     body.raises = interrupt
+    caught: BaseException | None = None
     try:
         envelope = _call(gate, name, args, echo, step)
-    except BaseException as caught:  # noqa: BLE001 - the very thing checked
-        assert caught is interrupt, (
-            f"{what}: the body raised {kind}, but call_tool raised {type(caught).__name__}: "
-            f"{show(caught)}; a {kind} must propagate as it is")
-    else:
-        raise AssertionError(f"{what}: the body raised {kind}, yet call_tool answered "
-                             f"{show(envelope)}; a {kind} must propagate, never be answered")
+    except BaseException as exc:  # the very thing checked
+        caught = exc
     finally:
         body.raises = None
+    if caught is None:
+        raise AssertionError(f"{what}: the body raised {kind}, yet call_tool answered "
+                             f"{show(envelope)}; a {kind} must propagate, never be answered")
+    assert caught is interrupt, (
+        f"{what}: the body raised {kind}, but call_tool raised {type(caught).__name__}: "
+        f"{show(caught)}; a {kind} must propagate as it is")
     body.value = value
     runs = _Runs(gate, name)
     again = _call(gate, name, args, echo, step)
@@ -737,7 +743,8 @@ def check_replaced(gate: Gate, name: str, args: dict[str, Any], values: list[Any
     """
     import threading
 
-    entry = dict(gate.table[name])
+    table: Any = gate.table  # replaced in place, as an application may
+    entry = dict(table[name])
     approvals = [gate.approve(name, args)]
     echo = echo_of(gate, name, args)
     done = threading.Event()
@@ -755,13 +762,13 @@ def check_replaced(gate: Gate, name: str, args: dict[str, Any], values: list[Any
             while not done.is_set():
                 turn += 1
                 if turn % 3 == 0:
-                    gate.table[name] = {**entry, "fn": fresh_body(turn)}
+                    table[name] = {**entry, "fn": fresh_body(turn)}
                 elif turn % 3 == 1:
-                    del gate.table[name]
-                    gate.table[name] = {**entry, "fn": fresh_body(turn)}
+                    del table[name]
+                    table[name] = {**entry, "fn": fresh_body(turn)}
                 else:
-                    gate.table[name]["fn"] = fresh_body(turn)
-        except BaseException as exc:  # noqa: BLE001 - reported, not swallowed
+                    table[name]["fn"] = fresh_body(turn)
+        except BaseException as exc:  # reported, not swallowed
             escaped.append(f"the replacer raised {type(exc).__name__}: {show(exc)}")
 
     def call() -> None:
@@ -770,7 +777,7 @@ def check_replaced(gate: Gate, name: str, args: dict[str, Any], values: list[Any
                 answers.append(gate.call_tool(name, args, echo, run_id=HARNESS_RUN,
                                               step_id=f"race-{next(_steps)}-{n}",
                                               approvals=approvals))
-            except BaseException as exc:  # noqa: BLE001 - the very thing checked
+            except BaseException as exc:  # the very thing checked
                 escaped.append(f"call_tool({name!r}, {show(args)}) raised "
                                f"{type(exc).__name__}: {show(exc)} at {raised_at(exc)} while "
                                "the table was being replaced; the gate must never raise")
@@ -785,7 +792,7 @@ def check_replaced(gate: Gate, name: str, args: dict[str, Any], values: list[Any
         thread.join()
     done.set()
     replacer.join()
-    gate.table[name] = entry
+    table[name] = entry
     assert not escaped, escaped[0]
     for envelope in answers:
         _check_shape(envelope, f"call_tool({name!r}, {show(args)}) during replacement")

@@ -37,9 +37,9 @@ given, so a plain pytest session imports neither agtool nor Hypothesis early.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 import re
 import shlex
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -76,7 +76,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # One seed for every item of the session, chosen here so a report can print it:
     # Hypothesis's own, when --hypothesis-seed gives one.
     given = getattr(config.option, "hypothesis_seed", None)
-    config.stash[_SEED] = int(given) if given is not None else random.randrange(2**32)
+    # S311: a seed to replay draws with, not a secret.
+    config.stash[_SEED] = int(given) if given is not None else random.randrange(2**32)  # noqa: S311
 
 
 def item_seed(config: pytest.Config) -> int | None:
@@ -211,7 +212,7 @@ class AgtoolItem(pytest.Item):
 
             from strategies import property_test
 
-            test = property_test(self.prop, self._collector.table, self.tool, self.case,
+            test: Any = property_test(self.prop, self._collector.table, self.tool, self.case,
                                  stub_bodies=self.stub, settings=settings(print_blob=True))
             seed = item_seed(self.config)
             if seed is not None:

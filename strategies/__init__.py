@@ -12,7 +12,8 @@ random tables ``contract_tables()`` draws. Each labels what it drew with
   ``simplest_args``; the interrupts a body may raise, ``INTERRUPTS``.
 - Results: ``valid_results``, ``result_sites``, ``bad_results``.
 - The graph: ``orders``. Whole tables: ``contract_tables``.
-- Running the properties: ``property_test``, ``run_property``, ``property_cases``, and what each must never let happen, ``PROMISES``.
+- Running the properties: ``property_test``, ``run_property``, ``property_cases``,
+  and what each must never let happen, ``PROMISES``.
 - Settings profiles: ``strategies.profiles.register_profiles``.
 """
 
@@ -31,7 +32,6 @@ from ._args import (
     permuted,
     valid_args,
 )
-from ._orders import Order, orders
 from ._hostile import (
     HOSTILE_CLASSES,
     INTERRUPTS,
@@ -41,6 +41,7 @@ from ._hostile import (
     hostile_examples,
     simplest_args,
 )
+from ._orders import Order, orders
 from ._properties import (
     PROMISES,
     PROPERTIES,

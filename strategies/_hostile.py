@@ -101,15 +101,16 @@ _DICTS: dict[str, type[dict[Any, Any]]] = {
     **{f"dict whose {label}": _dict_class(label.replace("-", "_"), methods)
        for label, methods in _DICT_LIES.items()},
 }
-_LISTS: dict[str, type[list[Any]]] = {
-    f"list whose {label}": type(f"List_{label.replace('-', '_')}", (list,), methods)
-    for label, methods in {
+_LIST_LIES: dict[str, dict[str, Callable[..., Any]]] = {
         "len-says-1000": {"__len__": lambda self: 1000},
         "len-raises": {"__len__": _raiser("__len__")},
         "iter-says-a-str": {"__iter__": lambda self: iter(["x"])},
         "iter-raises": {"__iter__": _raiser("__iter__")},
         "getitem-says-0": {"__getitem__": lambda self, index: 0},
-    }.items()
+}
+_LISTS: dict[str, type[list[Any]]] = {
+    f"list whose {label}": type(f"List_{label.replace('-', '_')}", (list,), methods)
+    for label, methods in _LIST_LIES.items()
 }
 
 
@@ -148,7 +149,7 @@ _VALUES: dict[str, Callable[[], Any]] = {
     "self-referencing list": _self_list,
     "self-referencing dict": _self_dict,
     "huge string": lambda: "x" * 1_000_000,
-    "huge list": lambda: [0] * 1_000_000,
+    "huge list": lambda: [0] * 200_000,
 }
 _NAMES: dict[str, Callable[[], str]] = {
     "control characters": lambda: "bad\nname\r\x00\x1b[31m\u2028end\u2029\x7f\x85",
@@ -185,7 +186,7 @@ _SCOPES: dict[str, Callable[[], Any]] = {
 }
 
 
-# --- building one call of a class ------------------------------------------------------------------
+# --- building one call of a class -----------------------------------------------------------------
 
 Builder = Callable[[ToolContract, dict[str, Any]], HostileCall]
 
@@ -313,7 +314,7 @@ INTERRUPTS: tuple[type[BaseException], ...] = (KeyboardInterrupt, SystemExit,
                                                asyncio.CancelledError)
 
 
-# --- the simplest valid call, and the calls at each boundary ---------------------------------------
+# --- the simplest valid call, and the calls at each boundary --------------------------------------
 
 _FIND = Settings(database=None, derandomize=True, max_examples=50, deadline=None,
                  phases=[Phase.generate, Phase.shrink],
@@ -343,12 +344,11 @@ def _edges(spec: Any) -> list[Any]:
         return list(spec.allowed)
     if spec.type == "bool":
         return [False, True]
-    if spec.type in ("int", "float"):
-        bounds = [bound for bound in (spec.min, spec.max) if bound is not None]
-        if spec.type == "int":
-            return [math.ceil(spec.min)] * (spec.min is not None) + (
-                [math.floor(spec.max)] * (spec.max is not None))
-        return bounds
+    if spec.type == "int":  # a bound may be a float: 0.5 admits 1
+        return [edge(bound) for edge, bound in ((math.ceil, spec.min), (math.floor, spec.max))
+                if bound is not None]
+    if spec.type == "float":
+        return [bound for bound in (spec.min, spec.max) if bound is not None]
     if spec.type in ("str", "list"):
         lengths = [n for n in (spec.min_len, spec.max_len) if n is not None]
         if spec.type == "str":
@@ -357,7 +357,7 @@ def _edges(spec: Any) -> list[Any]:
             return []
         try:
             item = _simplest_of(valid_value(spec.item)) if spec.item is not None else 0
-        except Exception:  # noqa: BLE001 - an item no value keeps: no list edge to try
+        except Exception:  # an item no value keeps: no list edge to try
             return []
         return [[item] * n for n in lengths]
     return []

@@ -21,7 +21,8 @@ __all__ = ["defect_count"]
 
 def _accepts(name: str) -> Any:
     accepts = STRICTER_THAN_JSON_SCHEMA[name].accepts
-    assert accepts is not None  # only the echo entry has none
+    if accepts is None:  # pragma: no cover - only the echo entry has none
+        raise LookupError(f"{name!r} has no reading a validator can apply")
     return accepts
 
 
@@ -46,14 +47,17 @@ def defect_count(schema: Mapping[str, Any], args: Any) -> int:
 
     A value can break several keywords at once (a number for an enum of strs is
     off both ``type`` and ``enum``): that is one defect, so errors count by
-    where they are. A missing or an unexpected key is a defect of its own.
+    where they are. Each missing and each unexpected key is a defect of its own.
     """
     plain = dict(dict.items(args)) if isinstance(args, dict) else args
-    return len({_where(error) for error in _GateReading(schema).iter_errors(plain)})
-
-
-def _where(error: ValidationError) -> tuple[Any, ...]:
-    place = tuple(error.absolute_path)
-    if error.validator in ("required", "additionalProperties"):
-        return (*place, error.validator, error.message)  # names the key
-    return place
+    places: set[tuple[Any, ...]] = set()
+    for error in _GateReading(schema).iter_errors(plain):
+        place = tuple(error.absolute_path)
+        if error.validator == "additionalProperties":
+            known = error.schema.get("properties", {})
+            places |= {(*place, "unexpected", key) for key in error.instance if key not in known}
+        elif error.validator == "required":
+            places.add((*place, "missing", error.message))
+        else:
+            places.add(place)
+    return len(places)

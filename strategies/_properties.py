@@ -18,7 +18,7 @@ from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from agtool import RESULT_CHECKS, check_table, parse_reason, to_json_schema
+from agtool import RESULT_CHECKS, Gate, check_table, parse_reason, to_json_schema
 from agtool._harness import (
     LastCall,
     body_of,
@@ -30,7 +30,6 @@ from agtool._harness import (
     check_refused,
     check_replaced,
     check_returns,
-    contents,
     instrument,
     last_call,
     writes,
@@ -311,10 +310,13 @@ def _envelope(table: Table, name: str, case: Case, stub_bodies: bool) -> Built:
     stubbed = _stubbed_tools(table, stub_bodies)
     strategy = st.one_of(_envelope_calls(table, stubbed),
                          _hostile_with_value(table, name, name in stubbed))
+    pair: list[Gate] = []  # built once: a gate costs more to build than all its hostile calls
 
     def check(drawn: Any) -> None:
         if isinstance(drawn[0], HostileCall):
-            _check_hostile_call(table, stub_bodies, stubbed, *drawn)
+            if not pair:
+                pair.extend(instrument(table, [name], stub=stub_bodies) for _ in range(2))
+            _check_hostile_call(pair, stubbed, *drawn)
             return
         called, args, value, echo = drawn
         gate = instrument(table, stub=stub_bodies)
@@ -327,9 +329,11 @@ def _envelope(table: Table, name: str, case: Case, stub_bodies: bool) -> Built:
     return strategy, check
 
 
-def _check_hostile_call(table: Table, stub_bodies: bool, stubbed: frozenset[str],
-                        call: HostileCall, value: Any) -> None:
-    gate, twin = (instrument(table, [call.tool], stub=stub_bodies) for _ in range(2))
+def _check_hostile_call(pair: list[Gate], stubbed: frozenset[str], call: HostileCall,
+                        value: Any) -> None:
+    gate, twin = pair
+    gate.clear()
+    twin.clear()
     if call.tool in stubbed:
         # A stub answers a valid result: drawn, or (in an explicit example) a reason to refuse.
         body_of(gate, call.tool).value = body_of(twin, call.tool).value = value

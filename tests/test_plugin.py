@@ -75,6 +75,7 @@ HEALTHY_ITEMS = {
     "refund::refused[missing:reason]", "refund::refused[type:reason]",
     "refund::refused[allowed:reason]", "refund::memo", "refund::bad_result[shape]",
     "refund::bad_result[range]", "refund::envelope", "refund::returns",
+    "get_ticket::interrupted", "get_ticket::replaced", "refund::interrupted", "refund::replaced",
 }
 
 
@@ -110,7 +111,8 @@ def passed_items(result: pytest.RunResult, module: str) -> set[str]:
 
 @pytest.mark.slow
 def test_a_healthy_table_passes_every_property(pytester: pytest.Pytester) -> None:
-    """Each tool gets refused/memo/bad_result/envelope/returns items, and all of them pass."""
+    """Each tool gets refused/memo/bad_result/envelope/returns/interrupted/replaced items, and
+    all of them pass (every hostile class and every argument edge among them)."""
     write_table(pytester, "healthy_tools")
     result = run(pytester, "--agtool-table=healthy_tools:TOOLS")
     result.assert_outcomes(passed=len(HEALTHY_ITEMS))
@@ -127,9 +129,11 @@ def test_a_body_wrong_for_some_inputs_fails_with_a_readable_report(
     result = run(pytester, "--agtool-table=broken_tools:TOOLS")
     result.assert_outcomes(passed=len(HEALTHY_ITEMS) - 1, failed=1)
     result.stdout.fnmatch_lines([
-        "*agtool property 'returns' does not hold for tool 'refund'*",
+        "*agtool: property 'returns' failed for tool 'refund' of broken_tools:TOOLS*",
+        "*must never happen: the body raises, or breaks its return contract*",
         "*returned a value its return contract refuses (result:range)*",
-        "*Failing test case*",
+        "*call:   refund({*",
+        "*replay: pytest --agtool-table=broken_tools:TOOLS --agtool-only -k 'refund and returns'*",
         "FAILED agtool:broken_tools:TOOLS::refund::returns*",
     ])
     assert "git apply" not in result.stdout.str()  # no patch to the harness's own code
