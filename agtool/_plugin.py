@@ -15,8 +15,21 @@ For every tool of the table this adds test items, one per property and case::
                                                               remembered
     agtool:package.module:TOOLS::<tool>::envelope             any name, any args: never raises,
                                                               one honest answer
-    agtool:package.module:TOOLS::<tool>::returns              the real body takes every valid
+    agtool:package.module:TOOLS::<tool>::returns              the real body answers every valid
                                                               call and keeps its return contract
+    agtool:package.module:TOOLS::<tool>::interrupted          a BaseException from the body
+                                                              propagates, leaving nothing behind
+    agtool:package.module:TOOLS::<tool>::replaced             calls racing table replacement
+                                                              answer honestly, never raise
+
+Every run, whatever the profile, ``returns`` calls each argument's allowed values
+and bounds and ``envelope`` makes one call of every hostile class
+(``strategies.HOSTILE_CLASSES``), as explicit examples: a bug there is found on
+every run, not on a lucky seed. A failure is reported in the harness's words
+(``failure_report``): what must never happen, the call, its answer, and the
+command that replays it (``--hypothesis-seed``, ``--agtool-reproduce``). Every
+item is marked ``agtool`` and carries ``agtool_info`` (see ``pytest_agtool``
+for ``--agtool-only`` and ``--agtool-summary``).
 
 Write tools (``"effect": "write"``) are always stubbed and have no
 ``returns`` item: the harness never acts on the world, and their ``memo``
@@ -76,8 +89,18 @@ def pytest_configure(config: pytest.Config) -> None:
     # One seed for every item of the session, chosen here so a report can print it:
     # Hypothesis's own, when --hypothesis-seed gives one.
     given = getattr(config.option, "hypothesis_seed", None)
+    # An xdist worker draws with its controller's seed, so one seed replays the whole run.
+    handed = getattr(config, "workerinput", {}).get("agtool_seed")
+    if given is None:
+        given = handed
     # S311: a seed to replay draws with, not a secret.
     config.stash[_SEED] = int(given) if given is not None else random.randrange(2**32)  # noqa: S311
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    # pytest-xdist's hook, on the controller, for each worker it starts.
+    node.workerinput["agtool_seed"] = node.config.stash[_SEED]
 
 
 def item_seed(config: pytest.Config) -> int | None:

@@ -86,6 +86,9 @@ PROMISES: Mapping[str, str] = {
 }
 #: What a property is parametrized by: a defect site, a result kind, or nothing.
 Case = DefectSite | str | None
+#: Properties whose every example is a whole run of threads: past a few races, more
+#: examples add time, not coverage (the race is in the interleavings, each example has many).
+_EXAMPLE_CAPS = {"replaced": 10}
 # Health checks the plugin's items cannot take part in: they read pytest
 # fixtures of a function item, and an agtool item has none.
 _ITEM_CHECKS = (HealthCheck.function_scoped_fixture, HealthCheck.differing_executors)
@@ -162,6 +165,8 @@ def property_test(prop: str, table: Table, name: str, case: Case = None, *,
         test = example(one)(test)
     wrapped = given(strategy)(test)
     base = settings if settings is not None else Settings()
+    if prop in _EXAMPLE_CAPS:
+        base = Settings(base, max_examples=min(base.max_examples, _EXAMPLE_CAPS[prop]))
     wrapped = Settings(base, suppress_health_check=(*base.suppress_health_check, *_ITEM_CHECKS))(
         wrapped)
     # One example-database key per property, tool and case, not one for all of them.

@@ -29,7 +29,8 @@ TOOLS = {"count": {"fn": count, "args": {"n": {"type": "int", "min": 1, "max": 5
 PROFILE = '''
 from hypothesis import settings
 
-settings.register_profile("report-test", max_examples=10, deadline=None, database=None)
+settings.register_profile("report-test", max_examples=10, deadline=None, database=None,
+                          derandomize=False)
 '''
 #: Wrong strictly inside the range, right at both bounds: only a random draw can find it,
 #: so the failure carries a blob to replay.

@@ -49,7 +49,8 @@ def pytest_unconfigure(config):
 
 from hypothesis import settings
 
-settings.register_profile("three", max_examples=3, deadline=None, database=None)
+settings.register_profile("three", max_examples=3, deadline=None, database=None,
+                          derandomize=False)
 '''
 
 

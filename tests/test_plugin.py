@@ -8,6 +8,7 @@ malformed table is a collection error naming the tool and the field.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Iterator
 
@@ -235,18 +236,26 @@ def test_statistics_show_the_mix_of_defects(pytester: pytest.Pytester) -> None:
         "*defect kind: min*",
         "*bad result kind: range*",
         "*envelope: args:*",
+        "*hostile: *",
     ])
 
 
 @pytest.mark.slow
 def test_the_plugin_runs_unchanged_under_xdist(pytester: pytest.Pytester) -> None:
-    """Two workers collect the same items and reach the same verdicts as one process."""
+    """Two workers collect the same items and reach the same verdicts as one process; the
+    controller writes the summary, one line per item, every item drawn with one seed."""
     write_table(pytester, "xdist_tools", body=BROKEN)
     # Every item is collected by both workers (xdist compares them); the refund ones run.
-    result = run(pytester, "--agtool-table=xdist_tools:TOOLS", "-n", "2", "-k", "refund")
+    result = run(pytester, "--agtool-table=xdist_tools:TOOLS", "-n", "2", "-k", "refund",
+                 "--agtool-summary=summary.ndjson")
     refund_items = {item for item in HEALTHY_ITEMS if item.startswith("refund::")}
     result.assert_outcomes(passed=len(refund_items) - 1, failed=1)
     result.stdout.fnmatch_lines(["*FAILED agtool:xdist_tools:TOOLS::refund::returns*"])
+    lines = [json.loads(line) for line in
+             (pytester.path / "summary.ndjson").read_text().splitlines()]
+    assert len(lines) == len(refund_items)
+    assert {line["tool"] for line in lines} == {"refund"}
+    assert {line["outcome"] for line in lines} == {"passed", "failed"}
 
 
 @pytest.mark.slow
