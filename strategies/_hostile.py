@@ -319,7 +319,10 @@ INTERRUPTS: tuple[type[BaseException], ...] = (KeyboardInterrupt, SystemExit,
 _FIND = Settings(database=None, derandomize=True, max_examples=50, deadline=None,
                  phases=[Phase.generate, Phase.shrink],
                  suppress_health_check=list(HealthCheck))
-_simplest: dict[tuple[int, str], dict[str, Any]] = {}
+#: (id of the table, tool) -> (the table, its simplest args): the table is kept so that
+#: its id cannot be reused by another while the entry stands.
+_SIMPLEST_SIZE = 256
+_simplest: dict[tuple[int, str], tuple[Table, dict[str, Any]]] = {}
 
 
 def _simplest_of(strategy: st.SearchStrategy[Any]) -> Any:
@@ -333,9 +336,11 @@ def simplest_args(table: Table, name: str) -> dict[str, Any]:
     ``InvalidArgument`` when no call can keep the contract.
     """
     key = (id(table), name)
-    if key not in _simplest:
-        _simplest[key] = _simplest_of(valid_args(table, name))
-    return dict(_simplest[key])
+    if key not in _simplest or _simplest[key][0] is not table:
+        if len(_simplest) >= _SIMPLEST_SIZE:
+            _simplest.clear()
+        _simplest[key] = (table, _simplest_of(valid_args(table, name)))
+    return dict(_simplest[key][1])
 
 
 def _edges(spec: Any) -> list[Any]:
