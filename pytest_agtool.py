@@ -5,14 +5,36 @@ coverage starts measuring. It therefore imports nothing of agtool (nor
 Hypothesis) itself: only when ``--agtool-table`` is given does it register
 ``agtool._plugin``, which generates the property tests. See that module for
 what they check.
+
+What every harness item shares, whoever made it (the table's items here, an
+MCP server's elsewhere), lives here, read from the items alone:
+
+- the ``agtool`` marker, on every harness item; ``--agtool-only`` deselects
+  every item without it, so a project's own tests do not run;
+- ``item.agtool_info``: a dict with ``source`` (the table spec or MCP target),
+  ``tool`` and ``property`` (and ``case``, when there is one); it travels on
+  the item's reports, so it reaches the controller under xdist;
+- ``item.user_properties`` holds ``("examples", N)``, ``("failures", N)`` and
+  ``("seed", S)`` once the item ran, so ``--junitxml`` carries them;
+- ``--agtool-summary=PATH`` writes one NDJSON line per harness item: source,
+  tool, property, case, outcome, examples, failures, seed, duration.
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 TABLE_OPTION = "agtool_table"
 STUB_OPTION = "agtool_stub_bodies"
+ONLY_OPTION = "agtool_only"
+SUMMARY_OPTION = "agtool_summary"
+REPRODUCE_OPTION = "agtool_reproduce"
+MARKER = "agtool"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,12 +50,83 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="never run the real tool bodies: stubs record each call and return a value "
              "drawn from the return contract (for tools with side effects)",
     )
+    group.addoption(
+        "--agtool-only", dest=ONLY_OPTION, action="store_true", default=False,
+        help="run only the harness's items (marked 'agtool'): the project's own tests are "
+             "deselected",
+    )
+    group.addoption(
+        "--agtool-summary", dest=SUMMARY_OPTION, default=None, metavar="PATH",
+        help="write one NDJSON line per harness item: source, tool, property, outcome, "
+             "examples, failures, seed, duration",
+    )
+    group.addoption(
+        "--agtool-reproduce", dest=REPRODUCE_OPTION, default=None, metavar="BLOB",
+        help="replay the exact failing example a harness report printed (select its item "
+             "with -k)",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     # tryfirst: the plugin's own configure must run before Hypothesis loads a profile.
+    config.addinivalue_line("markers", f"{MARKER}: an item of the agtool harness")
+    path = config.getoption(SUMMARY_OPTION)
+    if path is not None and not hasattr(config, "workerinput"):  # xdist: the controller writes
+        config.pluginmanager.register(_Summary(path), "agtool-summary")
     if config.getoption(TABLE_OPTION):
         from agtool import _plugin
 
         config.pluginmanager.register(_plugin, "agtool-harness")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # trylast: after every plugin has added its harness items.
+    if not config.getoption(ONLY_OPTION):
+        return
+    kept = [item for item in items if item.get_closest_marker(MARKER) is not None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    info = getattr(item, "agtool_info", None)
+    if isinstance(info, dict):
+        report.agtool_info = {key: str(value) for key, value in info.items()}  # type: ignore[attr-defined]
+    return report
+
+
+class _Summary:
+    """The NDJSON summary: one line per harness item, its phases folded into it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lines: dict[str, dict[str, Any]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        info = getattr(report, "agtool_info", None)
+        if info is None:
+            return
+        line = self.lines.setdefault(report.nodeid, {
+            "source": info.get("source", ""), "tool": info.get("tool", ""),
+            "property": info.get("property", ""), "case": info.get("case", ""),
+            "outcome": "passed", "examples": 0, "failures": 0, "seed": None, "duration": 0.0})
+        line["duration"] = round(line["duration"] + report.duration, 6)
+        properties = dict(report.user_properties)
+        for key in ("examples", "failures", "seed"):
+            if key in properties:
+                line[key] = properties[key]
+        if report.failed:
+            line["outcome"] = "failed" if report.when == "call" else "error"
+            line["failures"] = max(1, int(line["failures"] or 0))
+        elif report.skipped and line["outcome"] == "passed":
+            line["outcome"] = "skipped"
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        Path(self.path).write_text("".join(json.dumps(line) + "\n"
+                                           for line in self.lines.values()), "utf-8")

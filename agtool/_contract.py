@@ -12,6 +12,8 @@ A table is a plain dict, kept as a value that programs read::
             # optional, for write tools: asks the outside world whether a write whose
             # outcome is unknown took effect (its value) or not (None), by its args
             "reconcile": callable,
+            # optional: exceptions the body may raise on valid arguments (the harness passes them)
+            "raises": (LookupError, ...),
             "source": "where the output comes from", "trust": "trusted" | "untrusted",
             # optional, for read tools: seconds a successful value may be served
             # from the gate's memo (0: never remembered; absent: the gate's default)
@@ -66,6 +68,7 @@ __all__ = [
     "Spec",
     "ToolContract",
     "check_table",
+    "expected_raises",
     "is_closed",
     "parse_entry",
 ]
@@ -76,7 +79,7 @@ SPEC_KEYS = frozenset(
      "item", "description", "echo", "sensitive"}
 )
 ENTRY_KEYS = frozenset({"fn", "args", "returns", "description", "effect", "risk", "key_args",
-                        "timeout", "source", "trust", "ttl", "reconcile"})
+                        "timeout", "source", "trust", "ttl", "reconcile", "raises"})
 #: What a tool does to the world. Write tools are never memoized; they run once per
 #: idempotency key.
 EFFECTS = ("read", "write")
@@ -225,6 +228,7 @@ def parse_entry(name: object, entry: object) -> ToolContract:
     trust = entry.get("trust", "trusted" if source == INTERNAL_SOURCE else "untrusted")
     if trust not in TRUST_LEVELS:
         raise ContractError(name, "trust", f"must be one of {list(TRUST_LEVELS)}, got {trust!r}")
+    expected_raises(entry, name)  # checked here; not part of the contract the gate keeps
     return ToolContract(
         name=name,
         fn=fn,
@@ -292,6 +296,28 @@ def _timeout(name: str, entry: Mapping[str, Any]) -> float | None:
         raise ContractError(name, "timeout", f"must be a positive number of seconds, "
                             f"got {timeout!r}")
     return float(timeout)
+
+
+def expected_raises(entry: Mapping[str, Any], name: str = "") -> tuple[type[Exception], ...]:
+    """The exceptions an entry's ``raises`` says its body may raise on valid arguments.
+
+    A "not found" a tool signals by raising: the gate answers it ``raised:<Name>``
+    as any other, but the harness does not count it as a crash. It changes no
+    answer of the gate, so it is not part of the ``ToolContract`` (nor its hash).
+    ``ContractError`` when it is not an Exception class or a list or tuple of them.
+    """
+    raises = entry.get("raises", ())
+    classes = (raises,) if isinstance(raises, type) else raises  # as ``except X`` reads one
+    if not isinstance(classes, (list, tuple)):
+        raise ContractError(name, "raises", f"must be a tuple of exception classes, "
+                            f"got {type(raises).__name__}")
+    for index, cls in enumerate(classes):
+        # Exception, not BaseException: a KeyboardInterrupt or a cancellation is never an
+        # answer of the body's, and the gate lets those propagate whatever the table says.
+        if not (isinstance(cls, type) and issubclass(cls, Exception)):
+            raise ContractError(name, f"raises[{index}]", f"must be an Exception subclass, "
+                                f"got {cls!r}")
+    return tuple(classes)
 
 
 def _ttl(name: str, entry: Mapping[str, Any], effect: str) -> float | None:

@@ -23,7 +23,7 @@ from itertools import count
 from typing import Any
 
 from ._answers import is_retryable
-from ._contract import RISKS, Spec, ToolContract, check_table
+from ._contract import RISKS, Spec, ToolContract, check_table, expected_raises
 from ._gate import Gate
 from ._outcome import Envelope
 from ._reasons import ARG_CHECKS, ARG_REASONS, RESULT_CHECKS, Reason, named, parse_reason, shown
@@ -31,16 +31,24 @@ from ._stats import ToolStats
 
 __all__ = [
     "ENVELOPE_KEYS",
+    "LAST",
     "REAL",
     "Body",
+    "LastCall",
     "body_of",
     "check_bad_result",
     "check_envelope",
+    "check_hostile",
+    "check_interrupted",
     "check_memo",
     "check_refused",
+    "check_replaced",
     "check_returns",
+    "contents",
     "echo_of",
     "instrument",
+    "last_call",
+    "raised_at",
     "same_value",
     "show",
     "writes",
@@ -89,15 +97,25 @@ class Body:
         self.runs = 0
         self.seen: list[dict[str, Any]] = []
         self.last: Any = None  #: what the latest run returned
+        self.raised: BaseException | None = None  #: what the latest run raised
+        #: Raised by every run instead of answering, while set (an interrupt, for a check).
+        self.raises: BaseException | None = None
 
     def __call__(self, /, **args: Any) -> Any:
         self.runs += 1
         self.seen.append(args)
-        if self.value is REAL:
-            assert self.fn is not None
-            self.last = self.fn(**args)
-        else:
-            self.last = copy.deepcopy(self.value)
+        self.raised = None
+        try:
+            if self.raises is not None:
+                raise self.raises
+            if self.value is REAL:
+                assert self.fn is not None
+                self.last = self.fn(**args)
+            else:
+                self.last = copy.deepcopy(self.value)
+        except BaseException as exc:
+            self.raised = exc  # the gate answers raised:<Name>; the harness wants the object
+            raise
         return self.last
 
     @property
@@ -163,23 +181,78 @@ def _delta(before: ToolStats, after: ToolStats) -> ToolStats:
                        for field in dataclasses.fields(ToolStats)))
 
 
+@dataclasses.dataclass
+class LastCall:
+    """The latest call a check made, for a failure report: the call, and what it came to."""
+
+    name: Any = None
+    args: Any = None
+    envelope: Any = None
+    raised: BaseException | None = None  #: what ``call_tool`` itself raised
+    body_raised: BaseException | None = None  #: what the body raised, if it did
+
+
+#: Set by every call a check makes: one process runs one check at a time (xdist uses processes).
+LAST = LastCall()
+
+
+def last_call() -> LastCall:
+    """The latest call a check made (a failure report reads it)."""
+    return LAST
+
+
+def _record(name: object, args: object, envelope: object = None,
+            raised: BaseException | None = None, gate: Gate | None = None) -> None:
+    body = None
+    if gate is not None and isinstance(name, str) and _has_tool(gate, name):
+        fn = gate.table[name].get("fn") if isinstance(gate.table[name], dict) else None
+        body = fn if isinstance(fn, Body) else None
+    LAST.name, LAST.args, LAST.envelope, LAST.raised = name, args, envelope, raised
+    LAST.body_raised = body.raised if body is not None else None
+
+
 def _call(gate: Gate, name: object, args: object,
-          echo: Mapping[str, Any] | None = None, step_id: str | None = None) -> Envelope:
+          echo: Mapping[str, Any] | None = None, step_id: str | None = None,
+          **given: Any) -> Envelope:
     """``call_tool`` as a trusted caller: every scope, an approval of these args, a run id.
 
     Each call is its own step unless ``step_id`` is given, so a write runs
-    unless the same step repeats it.
+    unless the same step repeats it. ``given`` replaces the trusted caller's
+    ``scope`` or ``approvals`` (a hostile caller's).
     """
-    approvals = ([gate.approve(name, args)] if isinstance(name, str) and isinstance(args, dict)
-                 else [])
+    # Approved as the trusted caller would, from what the args hold: ``approve`` is the
+    # application's, not the model's, and a hostile dict is the model's doing.
+    # Only where one is needed: approving digests the args, and hostile ones are huge.
+    approvals = []
+    if isinstance(name, str) and isinstance(args, dict):
+        contract = gate.contract(name)
+        if contract is not None and contract.needs_approval:
+            approvals = [gate.approve(name, contents(args))]
+    kwargs: dict[str, Any] = {"approvals": approvals, **given}
+    _record(name, args)
     try:
         envelope = gate.call_tool(name, args, echo, run_id=HARNESS_RUN,
-                                  step_id=step_id or f"step-{next(_steps)}", approvals=approvals)
+                                  step_id=step_id or f"step-{next(_steps)}", **kwargs)
     except Exception as exc:
+        _record(name, args, raised=exc, gate=gate)
         raise AssertionError(f"call_tool({show(name)}, {show(args)}) raised "
-                             f"{type(exc).__name__}: {exc}; the gate must never raise") from exc
+                             f"{type(exc).__name__}: {show(exc)} at {raised_at(exc)}; "
+                             "the gate must never raise") from exc
+    _record(name, args, envelope, gate=gate)
     _check_shape(envelope, f"call_tool({show(name)}, {show(args)})")
     return envelope
+
+
+def raised_at(exc: BaseException) -> str:
+    """``file:line in function`` of the innermost frame ``exc`` passed, outside the harness."""
+    where = "an unknown place"
+    trace = exc.__traceback__
+    while trace is not None:
+        code = trace.tb_frame.f_code
+        if code.co_filename != __file__:
+            where = f"{code.co_filename}:{trace.tb_lineno} in {code.co_name}"
+        trace = trace.tb_next
+    return where
 
 
 def _check_shape(envelope: object, what: str) -> None:
@@ -251,7 +324,7 @@ def check_refused(gate: Gate, name: str, args: Any, expected_reason: str,
     leave the caller's arguments as they were. ``echo`` is passed on to both.
     """
     what = f"{name}({show(args)})"
-    kept = _copy(args)
+    kept = _copy(contents(args))
     runs = _Runs(gate, name)
     reason = gate.validate_args(name, args, echo)
     assert reason == expected_reason, (
@@ -264,7 +337,16 @@ def check_refused(gate: Gate, name: str, args: Any, expected_reason: str,
     assert ran == 0, f"the body of {name!r} ran {ran} time(s) on refused arguments {what}"
     assert _delta(runs.stats, stats) == ToolStats(blocked=1), (
         f"{what}: counters moved by {_delta(runs.stats, stats)}, expected one blocked call")
-    _unchanged(kept, args, "call_tool")
+    _unchanged(kept, contents(args), "call_tool")
+
+
+def contents(args: Any) -> Any:
+    """What a dict (of any subclass) holds, read from its storage: a plain dict of its items.
+
+    A subclass's own ``keys`` or ``__iter__`` may lie or raise; ``dict.items`` reads
+    what is really there. Anything else is returned as it is.
+    """
+    return dict(dict.items(args)) if isinstance(args, dict) else args
 
 
 # --- property 2: the memo ------------------------------------------------------------------------
@@ -525,14 +607,16 @@ def _holds_objects(spec: Spec) -> bool:
 
 
 def check_returns(gate: Gate, name: str, args: dict[str, Any]) -> Envelope:
-    """On valid arguments the real body can be called and keeps the return contract.
+    """On valid arguments the real body can be called, answers, and keeps the return contract.
 
     The function's signature must accept every valid argument set (a
     contract naming an argument the function lacks raises ``TypeError`` on
     every call), and the value it returns must not be refused as ``shape``,
     ``too_big`` or ``range``. ``empty`` is allowed (finding nothing is an
-    answer the gate refuses by design), as is a body raising for its own
-    reasons: both are returned for the caller to label.
+    answer the gate refuses by design). A body that raises fails, with the
+    exception and where it was raised, unless the exception is one a
+    contract expects: a transport failure or a timeout (which the gate
+    answers ``upstream:*`` and ``timeout``), or one of the entry's ``raises``.
     """
     gate.clear()
     body = body_of(gate, name)
@@ -553,4 +637,171 @@ def check_returns(gate: Gate, name: str, args: dict[str, Any]) -> Envelope:
     assert stage != "result" or check == "empty", (
         f"the body of {name!r} returned a value its return contract refuses ({envelope['error']})"
         f" for the valid call {what}: it returned {show(body.last)}")
+    expected = expected_raises(gate.table[name])
+    raised = body.raised
+    if stage == "raised" and not (raised is not None and isinstance(raised, expected)):
+        shown_exc = "an exception" if raised is None else show(raised)
+        where = "" if raised is None else f" at {raised_at(raised)}"
+        raise AssertionError(
+            f"the body of {name!r} raised {shown_exc}{where}, on the valid call {what}; a body "
+            "must answer every call its contract accepts (name the exceptions it may raise on one "
+            "in the entry's \"raises\")")
     return envelope
+
+
+# --- hostile callers ------------------------------------------------------------------------------
+
+
+def check_hostile(gate: Gate, twin: Gate, name: Any, args: Any, expected: str | None,
+                  plain: Any = None, echo: Mapping[str, Any] | None = None,
+                  **given: Any) -> Envelope:
+    """A hostile call gets exactly the answer it must: ``expected``, or a plain twin's.
+
+    ``expected`` is the error the call must get (``args:not_object``); when it
+    is ``None`` the call must be answered as ``plain`` (what a plain dict
+    holding the same items is) is answered by ``twin``, a gate built as
+    ``gate`` was, with the same body runs. ``echo`` and ``given`` (the hostile
+    caller's ``scope`` or ``approvals``) are passed to both. Whatever the answer, it is
+    honest (``check_envelope``'s checks) when it comes from a plain call.
+    """
+    what = f"call_tool({show(name)}, {show(args)})"
+    known = isinstance(name, str) and _has_tool(gate, name)
+    runs = _Runs(gate, name) if known else None
+    envelope = _call(gate, name, args, echo, **given)
+    ran = runs.since(what)[0] if runs is not None else 0
+    if expected is not None:
+        assert same_value(envelope, {"ok": False, "value": None, "error": expected}), (
+            f"{what} answered {show(envelope)}; it must be refused with {expected!r}")
+        assert ran == 0, f"the body ran {ran} time(s) on {what}, refused with {expected!r}"
+        return envelope
+    twin_runs = _Runs(twin, name) if known else None
+    answer = _call(twin, name, plain, echo, **given)
+    twin_ran = twin_runs.since(f"the plain twin of {what}")[0] if twin_runs is not None else 0
+    assert same_value(envelope, answer), (
+        f"{what} answered {show(envelope)}, but the same items in a plain dict get "
+        f"{show(answer)}: the gate must read what the arguments hold, not what their "
+        "methods say")
+    assert ran == twin_ran, (
+        f"{what} ran the body {ran} time(s), the plain call {twin_ran} time(s)")
+    if known and ran:
+        received = body_of(gate, name).seen[-1]
+        assert type(received) is dict, f"{what}: the body received a {type(received).__name__}"
+        assert same_value(received, body_of(twin, name).seen[-1]), (
+            f"{what}: the body received {show(received)}, not the plain items checked")
+    return envelope
+
+
+def check_interrupted(gate: Gate, name: str, args: dict[str, Any], interrupt: BaseException,
+                      value: Any) -> None:
+    """A body raising ``interrupt`` (a ``BaseException``) propagates it, and leaves nothing behind.
+
+    ``call_tool`` raises that very object; the same call again, in the same step,
+    with a body that now answers ``value``, runs the body once and answers: an
+    interrupted read is not remembered, an interrupted write's key is freed.
+    """
+    gate.clear()
+    body = body_of(gate, name)
+    kind = type(interrupt).__name__
+    what = f"{name}({show(args)})"
+    step = f"interrupted-{next(_steps)}"
+    echo = echo_of(gate, name, args)
+    body.raises = interrupt
+    caught: BaseException | None = None
+    try:
+        envelope = _call(gate, name, args, echo, step)
+    except BaseException as exc:  # the very thing checked
+        caught = exc
+    finally:
+        body.raises = None
+    if caught is None:
+        raise AssertionError(f"{what}: the body raised {kind}, yet call_tool answered "
+                             f"{show(envelope)}; a {kind} must propagate, never be answered")
+    assert caught is interrupt, (
+        f"{what}: the body raised {kind}, but call_tool raised {type(caught).__name__}: "
+        f"{show(caught)}; a {kind} must propagate as it is")
+    body.value = value
+    runs = _Runs(gate, name)
+    again = _call(gate, name, args, echo, step)
+    ran, _ = runs.since(f"the retry of {what}")
+    assert ran == 1, (
+        f"the retry of {what} after a {kind} ran the body {ran} time(s), expected once: an "
+        "interrupted call must leave no memo entry and no claimed write key behind")
+    assert again["ok"] or parse_reason(again["error"]).stage == "result", (
+        f"the retry of {what} after a {kind} answered {show(again)}")
+
+
+def check_replaced(gate: Gate, name: str, args: dict[str, Any], values: list[Any], *,
+                   threads: int = 2, calls: int = 60) -> None:
+    """Calls racing replacements of the tool's entry never raise and answer honestly.
+
+    One thread swaps ``name``'s entry for fresh ones (a new entry, a deletion and
+    re-addition, a new ``fn`` in place) whose bodies answer one of ``values``
+    (valid results, each a distinct dict); ``threads`` others call ``name`` with
+    ``args``. Every answer has the envelope's shape; a success holds one of
+    ``values``; a failure is the tool missing for a moment or a reason a plain
+    call of one of those bodies can get.
+    """
+    import threading
+
+    table: Any = gate.table  # replaced in place, as an application may
+    entry = dict(table[name])
+    approvals = [gate.approve(name, args)]
+    echo = echo_of(gate, name, args)
+    done = threading.Event()
+    escaped: list[str] = []
+    answers: list[Any] = []
+
+    def fresh_body(index: int) -> Body:
+        body = Body(name)
+        body.value = values[index % len(values)]
+        return body
+
+    def replace() -> None:
+        turn = 0
+        try:
+            while not done.is_set():
+                turn += 1
+                if turn % 3 == 0:
+                    table[name] = {**entry, "fn": fresh_body(turn)}
+                elif turn % 3 == 1:
+                    del table[name]
+                    table[name] = {**entry, "fn": fresh_body(turn)}
+                else:
+                    table[name]["fn"] = fresh_body(turn)
+        except BaseException as exc:  # reported, not swallowed
+            escaped.append(f"the replacer raised {type(exc).__name__}: {show(exc)}")
+
+    def call() -> None:
+        for n in range(calls):
+            try:
+                answers.append(gate.call_tool(name, args, echo, run_id=HARNESS_RUN,
+                                              step_id=f"race-{next(_steps)}-{n}",
+                                              approvals=approvals))
+            except BaseException as exc:  # the very thing checked
+                escaped.append(f"call_tool({name!r}, {show(args)}) raised "
+                               f"{type(exc).__name__}: {show(exc)} at {raised_at(exc)} while "
+                               "the table was being replaced; the gate must never raise")
+                return
+
+    replacer = threading.Thread(target=replace)
+    callers = [threading.Thread(target=call) for _ in range(threads)]
+    replacer.start()
+    for thread in callers:
+        thread.start()
+    for thread in callers:
+        thread.join()
+    done.set()
+    replacer.join()
+    table[name] = entry
+    assert not escaped, escaped[0]
+    for envelope in answers:
+        _check_shape(envelope, f"call_tool({name!r}, {show(args)}) during replacement")
+        if envelope["ok"]:
+            assert any(same_value(envelope["value"], value) for value in values), (
+                f"call_tool({name!r}, {show(args)}) during replacement answered "
+                f"{show(envelope['value'])}, which none of the tool's bodies returned")
+        else:
+            stage = parse_reason(envelope["error"]).stage
+            assert envelope["error"] == "args:unknown_tool" or stage in ("result", "write"), (
+                f"call_tool({name!r}, {show(args)}) during replacement answered "
+                f"{envelope['error']!r}, which no call of these bodies can get")

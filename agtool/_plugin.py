@@ -15,8 +15,21 @@ For every tool of the table this adds test items, one per property and case::
                                                               remembered
     agtool:package.module:TOOLS::<tool>::envelope             any name, any args: never raises,
                                                               one honest answer
-    agtool:package.module:TOOLS::<tool>::returns              the real body takes every valid
+    agtool:package.module:TOOLS::<tool>::returns              the real body answers every valid
                                                               call and keeps its return contract
+    agtool:package.module:TOOLS::<tool>::interrupted          a BaseException from the body
+                                                              propagates, leaving nothing behind
+    agtool:package.module:TOOLS::<tool>::replaced             calls racing table replacement
+                                                              answer honestly, never raise
+
+Every run, whatever the profile, ``returns`` calls each argument's allowed values
+and bounds and ``envelope`` makes one call of every hostile class
+(``strategies.HOSTILE_CLASSES``), as explicit examples: a bug there is found on
+every run, not on a lucky seed. A failure is reported in the harness's words
+(``failure_report``): what must never happen, the call, its answer, and the
+command that replays it (``--hypothesis-seed``, ``--agtool-reproduce``). Every
+item is marked ``agtool`` and carries ``agtool_info`` (see ``pytest_agtool``
+for ``--agtool-only`` and ``--agtool-summary``).
 
 Write tools (``"effect": "write"``) are always stubbed and have no
 ``returns`` item: the harness never acts on the world, and their ``memo``
@@ -37,12 +50,14 @@ given, so a plain pytest session imports neither agtool nor Hypothesis early.
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_agtool import STUB_OPTION, TABLE_OPTION
+from pytest_agtool import MARKER, REPRODUCE_OPTION, STUB_OPTION, TABLE_OPTION
 
 from ._contract import check_table
 from ._errors import ContractError
@@ -54,11 +69,16 @@ if TYPE_CHECKING:
 
     from strategies._properties import Case
 
-__all__ = ["AgtoolItem", "TableCollector", "ToolCollector"]
+__all__ = ["AgtoolItem", "TableCollector", "ToolCollector", "failure_report", "item_seed"]
+
+_SEED = pytest.StashKey[int]()
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # pytest_agtool registers this module from its own tryfirst pytest_configure,
     # so this runs before Hypothesis's plugin loads --hypothesis-profile.
+    import random
+
     from hypothesis import settings
 
     from strategies.profiles import load_default_profile, register_profiles
@@ -66,6 +86,37 @@ def pytest_configure(config: pytest.Config) -> None:
     register_profiles()
     if settings.get_current_profile_name() == "default":
         load_default_profile()  # no one chose: dev, or ci when CI is set
+    # One seed for every item of the session, chosen here so a report can print it:
+    # Hypothesis's own, when --hypothesis-seed gives one.
+    given = getattr(config.option, "hypothesis_seed", None)
+    # An xdist worker draws with its controller's seed, so one seed replays the whole run.
+    handed = getattr(config, "workerinput", {}).get("agtool_seed")
+    if given is None:
+        given = handed
+    # S311: a seed to replay draws with, not a secret.
+    config.stash[_SEED] = int(given) if given is not None else random.randrange(2**32)  # noqa: S311
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    # pytest-xdist's hook, on the controller, for each worker it starts.
+    node.workerinput["agtool_seed"] = node.config.stash[_SEED]
+
+
+def item_seed(config: pytest.Config) -> int | None:
+    """The seed the session's harness items draw with; ``None`` under a derandomized profile
+    (the same examples on every run, so the same command replays a failure)."""
+    from hypothesis import settings
+
+    if settings().derandomize:
+        return None
+    return config.stash.get(_SEED, None)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    seed = item_seed(config)
+    replay = "derandomized profile" if seed is None else f"--hypothesis-seed={seed}"
+    return f"agtool harness: {replay}"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -143,14 +194,25 @@ class ToolCollector(pytest.Collector):
 
 
 class AgtoolItem(pytest.Item):
-    """One property of one tool, run as a Hypothesis test."""
+    """One property of one tool, run as a Hypothesis test.
+
+    Marked ``agtool``, with ``agtool_info`` and, once run, the examples,
+    failures and seed in ``user_properties`` (see ``pytest_agtool``).
+    """
 
     def __init__(self, *, prop: str, case: Case, stub: bool, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        from strategies import case_id
+
         self.prop = prop
         self.case = case
         self.stub = stub
         self._test: Any = None
+        self._examples = [0]
+        self.add_marker(MARKER)
+        table = self._collector.parent
+        self.agtool_info = {"source": table.spec if isinstance(table, TableCollector) else "",
+                            "tool": self.tool, "property": prop, "case": case_id(case)}
 
     @property
     def tool(self) -> str:
@@ -168,29 +230,112 @@ class AgtoolItem(pytest.Item):
     def obj(self) -> Any:
         """The Hypothesis test; Hypothesis's plugin reads it to report statistics."""
         if self._test is None:
+            import hypothesis
+            from hypothesis import settings
+
             from strategies import property_test
 
-            self._test = property_test(self.prop, self._collector.table, self.tool, self.case,
-                                       stub_bodies=self.stub)
+            test: Any = property_test(self.prop, self._collector.table, self.tool, self.case,
+                                 stub_bodies=self.stub, settings=settings(print_blob=True))
+            seed = item_seed(self.config)
+            if seed is not None:
+                test = hypothesis.seed(seed)(test)
+            blob = self.config.getoption(REPRODUCE_OPTION)
+            if blob:
+                test = hypothesis.reproduce_failure(hypothesis.__version__, blob.encode())(test)
+            inner = test.hypothesis.inner_test
+            counted = self._examples
+
+            def counting(*args: Any, **kwargs: Any) -> None:
+                counted[0] += 1
+                inner(*args, **kwargs)
+
+            test.hypothesis.inner_test = counting
+            self._test = test
         return self._test
 
     def runtest(self) -> None:
+        failures = 0
         try:
             self.obj()
+        except BaseException as exc:
+            failures = len(getattr(exc, "exceptions", None) or [exc])
+            raise
         finally:
             # Hypothesis would offer a patch adding @example to the harness's own
             # test function, which is not where the user's failure lives.
             self.__dict__.pop("_hypothesis_failing_examples", None)
+            self.user_properties += [("examples", self._examples[0]), ("failures", failures),
+                                     ("seed", item_seed(self.config))]
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"agtool {self.prop} {self.tool}"
 
     def repr_failure(self, excinfo: ExceptionInfo[BaseException],
                      style: Any = None) -> str | TerminalRepr:
+        from hypothesis import settings
+
         failures = getattr(excinfo.value, "exceptions", None) or [excinfo.value]
-        if not all(isinstance(failure, AssertionError) for failure in failures):
-            return super().repr_failure(excinfo, style)  # a crash, not a verdict: traceback
-        lines = [f"agtool property {self.prop!r} does not hold for tool {self.tool!r}"]
-        for failure in failures:
-            lines += ["", str(failure), *getattr(failure, "__notes__", [])]
-        return "\n".join(lines)
+        return failure_report(self.prop, self.tool, self.agtool_info["source"], self.name,
+                              list(failures), item_seed(self.config),
+                              settings.get_current_profile_name(), self.stub)
+
+
+# --- the failure report -------------------------------------------------------------------------
+
+_BLOB = re.compile(r"@reproduce_failure\('[^']*', b'([^']+)'\)")
+#: Hypothesis's own notes that the report says in its own words, or that are a wall of repr.
+_THEIRS = ("Falsifying", "Failing", "You can reproduce", "Explanation:", "The test ")
+_NOTE_CHARS = 300
+
+
+def failure_report(prop: str, tool: str, source: str, item: str, failures: list[BaseException],
+                   seed: int | None, profile: str, stub: bool) -> str:
+    """A failing harness item in a few lines: what must never happen, the call, what it came
+    to, and the command that replays it."""
+    from strategies import PROMISES
+
+    from ._harness import raised_at, show
+
+    verdicts = all(isinstance(failure, AssertionError) for failure in failures)
+    head = "failed" if verdicts else "could not be run"
+    count = f" ({len(failures)} distinct failures)" if len(failures) > 1 else ""
+    lines = [f"agtool: property {prop!r} {head} for tool {tool!r} of {source}{count}",
+             f"  must never happen: {PROMISES.get(prop, prop)}"]
+    blob = ""
+    for failure in failures:
+        notes = [str(note) for note in getattr(failure, "__notes__", [])]
+        found = next((match.group(1) for note in notes for match in [_BLOB.search(note)]
+                      if match), "")
+        blob = blob or found
+        lines += ["", *_indented("found:  ", str(failure) if verdicts or str(failure)
+                                 else type(failure).__name__)]
+        if not isinstance(failure, AssertionError):
+            lines.append(f"  error:  {type(failure).__name__} at {raised_at(failure)}")
+        call = getattr(failure, "agtool_call", None)
+        if call is not None and call.name is not None:
+            # A str name is shown escaped and bounded, without its quotes.
+            called = show(call.name)[1:-1] if type(call.name) is str else show(call.name)
+            lines.append(f"  call:   {called}({show(call.args)})")
+            if call.envelope is not None:
+                lines.append(f"  answer: {show(call.envelope)}")
+            for label, exc in (("raised", call.raised), ("body raised", call.body_raised)):
+                if exc is not None:
+                    lines.append(f"  {label}: {show(exc)} at {raised_at(exc)}")
+        lines += [f"  note:   {note[:_NOTE_CHARS]}" for note in notes
+                  if note and not note.startswith(_THEIRS) and "@reproduce_failure" not in note]
+    argv = ["pytest", f"--agtool-table={source}", "--agtool-only", "-k", f"{tool} and {item}"]
+    if stub:
+        argv.append("--agtool-stub-bodies")
+    argv.append(f"--hypothesis-profile={profile}")
+    if seed is not None:
+        argv.append(f"--hypothesis-seed={seed}")
+    lines += ["", f"  replay: {shlex.join(argv)}"]
+    if blob:
+        lines.append(f"          exactly this example: add --agtool-reproduce={blob}")
+    return "\n".join(lines)
+
+
+def _indented(label: str, text: str) -> list[str]:
+    first, *rest = text.splitlines() or [""]
+    return [f"  {label}{first}", *(f"  {' ' * len(label)}{line}" for line in rest)]

@@ -7,9 +7,13 @@ random tables ``contract_tables()`` draws. Each labels what it drew with
 
 - Arguments: ``valid_args``, ``defect_sites``, ``one_defect_args``,
   ``model_mistakes``, ``any_calls``.
+- Hostile callers and the calls every run makes: ``hostile_calls``,
+  ``hostile_examples`` (one per ``HOSTILE_CLASSES``), ``boundary_args``,
+  ``simplest_args``; the interrupts a body may raise, ``INTERRUPTS``.
 - Results: ``valid_results``, ``result_sites``, ``bad_results``.
 - The graph: ``orders``. Whole tables: ``contract_tables``.
-- Running the properties: ``property_test``, ``run_property``, ``property_cases``.
+- Running the properties: ``property_test``, ``run_property``, ``property_cases``,
+  and what each must never let happen, ``PROMISES``.
 - Settings profiles: ``strategies.profiles.register_profiles``.
 """
 
@@ -28,8 +32,18 @@ from ._args import (
     permuted,
     valid_args,
 )
+from ._hostile import (
+    HOSTILE_CLASSES,
+    INTERRUPTS,
+    HostileCall,
+    boundary_args,
+    hostile_calls,
+    hostile_examples,
+    simplest_args,
+)
 from ._orders import Order, orders
 from ._properties import (
+    PROMISES,
     PROPERTIES,
     PropertyRun,
     case_id,
@@ -42,20 +56,27 @@ from ._tables import contract_tables, generated_body
 from .profiles import load_default_profile, register_profiles
 
 __all__ = [
+    "HOSTILE_CLASSES",
+    "INTERRUPTS",
     "MISTAKES",
+    "PROMISES",
     "PROPERTIES",
     "BadResult",
     "DefectSite",
     "DefectiveCall",
+    "HostileCall",
     "Mistake",
     "Order",
     "PropertyRun",
     "any_calls",
     "bad_results",
+    "boundary_args",
     "case_id",
     "contract_tables",
     "defect_sites",
     "generated_body",
+    "hostile_calls",
+    "hostile_examples",
     "load_default_profile",
     "mistake_kinds",
     "model_mistakes",
@@ -67,6 +88,7 @@ __all__ = [
     "register_profiles",
     "result_sites",
     "run_property",
+    "simplest_args",
     "valid_args",
     "valid_results",
 ]

@@ -8,6 +8,7 @@ malformed table is a collection error naming the tool and the field.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Iterator
 
@@ -75,6 +76,7 @@ HEALTHY_ITEMS = {
     "refund::refused[missing:reason]", "refund::refused[type:reason]",
     "refund::refused[allowed:reason]", "refund::memo", "refund::bad_result[shape]",
     "refund::bad_result[range]", "refund::envelope", "refund::returns",
+    "get_ticket::interrupted", "get_ticket::replaced", "refund::interrupted", "refund::replaced",
 }
 
 
@@ -110,7 +112,8 @@ def passed_items(result: pytest.RunResult, module: str) -> set[str]:
 
 @pytest.mark.slow
 def test_a_healthy_table_passes_every_property(pytester: pytest.Pytester) -> None:
-    """Each tool gets refused/memo/bad_result/envelope/returns items, and all of them pass."""
+    """Each tool gets refused/memo/bad_result/envelope/returns/interrupted/replaced items, and
+    all of them pass (every hostile class and every argument edge among them)."""
     write_table(pytester, "healthy_tools")
     result = run(pytester, "--agtool-table=healthy_tools:TOOLS")
     result.assert_outcomes(passed=len(HEALTHY_ITEMS))
@@ -127,9 +130,11 @@ def test_a_body_wrong_for_some_inputs_fails_with_a_readable_report(
     result = run(pytester, "--agtool-table=broken_tools:TOOLS")
     result.assert_outcomes(passed=len(HEALTHY_ITEMS) - 1, failed=1)
     result.stdout.fnmatch_lines([
-        "*agtool property 'returns' does not hold for tool 'refund'*",
+        "*agtool: property 'returns' failed for tool 'refund' of broken_tools:TOOLS*",
+        "*must never happen: the body raises, or breaks its return contract*",
         "*returned a value its return contract refuses (result:range)*",
-        "*Failing test case*",
+        "*call:   refund({*",
+        "*replay: pytest --agtool-table=broken_tools:TOOLS --agtool-only -k 'refund and returns'*",
         "FAILED agtool:broken_tools:TOOLS::refund::returns*",
     ])
     assert "git apply" not in result.stdout.str()  # no patch to the harness's own code
@@ -231,18 +236,26 @@ def test_statistics_show_the_mix_of_defects(pytester: pytest.Pytester) -> None:
         "*defect kind: min*",
         "*bad result kind: range*",
         "*envelope: args:*",
+        "*hostile: *",
     ])
 
 
 @pytest.mark.slow
 def test_the_plugin_runs_unchanged_under_xdist(pytester: pytest.Pytester) -> None:
-    """Two workers collect the same items and reach the same verdicts as one process."""
+    """Two workers collect the same items and reach the same verdicts as one process; the
+    controller writes the summary, one line per item, every item drawn with one seed."""
     write_table(pytester, "xdist_tools", body=BROKEN)
     # Every item is collected by both workers (xdist compares them); the refund ones run.
-    result = run(pytester, "--agtool-table=xdist_tools:TOOLS", "-n", "2", "-k", "refund")
+    result = run(pytester, "--agtool-table=xdist_tools:TOOLS", "-n", "2", "-k", "refund",
+                 "--agtool-summary=summary.ndjson")
     refund_items = {item for item in HEALTHY_ITEMS if item.startswith("refund::")}
     result.assert_outcomes(passed=len(refund_items) - 1, failed=1)
     result.stdout.fnmatch_lines(["*FAILED agtool:xdist_tools:TOOLS::refund::returns*"])
+    lines = [json.loads(line) for line in
+             (pytester.path / "summary.ndjson").read_text().splitlines()]
+    assert len(lines) == len(refund_items)
+    assert {line["tool"] for line in lines} == {"refund"}
+    assert {line["outcome"] for line in lines} == {"passed", "failed"}
 
 
 @pytest.mark.slow
