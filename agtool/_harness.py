@@ -26,7 +26,16 @@ from ._answers import is_retryable
 from ._contract import RISKS, Spec, ToolContract, check_table, expected_raises
 from ._gate import Gate
 from ._outcome import Envelope
-from ._reasons import ARG_CHECKS, ARG_REASONS, RESULT_CHECKS, Reason, named, parse_reason, shown
+from ._reasons import (
+    ARG_CHECKS,
+    ARG_REASONS,
+    RESULT_CHECKS,
+    WRITE_UNKNOWN,
+    Reason,
+    named,
+    parse_reason,
+    shown,
+)
 from ._stats import ToolStats
 
 __all__ = [
@@ -693,11 +702,13 @@ def check_hostile(gate: Gate, twin: Gate, name: Any, args: Any, expected: str | 
 
 def check_interrupted(gate: Gate, name: str, args: dict[str, Any], interrupt: BaseException,
                       value: Any) -> None:
-    """A body raising ``interrupt`` (a ``BaseException``) propagates it, and leaves nothing behind.
+    """A body raising ``interrupt`` (a ``BaseException``) propagates it, and guesses nothing.
 
-    ``call_tool`` raises that very object; the same call again, in the same step,
-    with a body that now answers ``value``, runs the body once and answers: an
-    interrupted read is not remembered, an interrupted write's key is freed.
+    ``call_tool`` raises that very object. The same call again, in the same
+    step, with a body that now answers ``value``: an interrupted read was not
+    remembered, so its body runs once and answers; an interrupted write may
+    have made its effect before the interruption, so its key is left unknown
+    and the retry answers ``write:unknown`` without running the body again.
     """
     gate.clear()
     body = body_of(gate, name)
@@ -723,9 +734,17 @@ def check_interrupted(gate: Gate, name: str, args: dict[str, Any], interrupt: Ba
     runs = _Runs(gate, name)
     again = _call(gate, name, args, echo, step)
     ran, _ = runs.since(f"the retry of {what}")
+    contract = gate.contract(name)
+    if contract is not None and writes(contract):
+        guessed = (f"the retry of {what} after a {kind} ran the body {ran} time(s) and answered "
+                   f"{show(again)}: a write interrupted mid-body may have made its effect, so "
+                   f"its retry must answer {WRITE_UNKNOWN} and never run it a second time")
+        assert ran == 0, guessed
+        assert again["error"] == WRITE_UNKNOWN, guessed
+        return
     assert ran == 1, (
         f"the retry of {what} after a {kind} ran the body {ran} time(s), expected once: an "
-        "interrupted call must leave no memo entry and no claimed write key behind")
+        "interrupted read must leave no memo entry behind")
     assert again["ok"] or parse_reason(again["error"]).stage == "result", (
         f"the retry of {what} after a {kind} answered {show(again)}")
 

@@ -166,7 +166,8 @@ class SwallowsInterrupts(agtool.Gate):
 @pytest.mark.parametrize("tool", sorted(WRITE_TABLE))
 def test_interrupts_propagate_and_leave_nothing_behind(kind: type[BaseException],
                                                        tool: str) -> None:
-    """Each BaseException propagates; the retry runs the body (no memo, the key freed)."""
+    """Each BaseException propagates; a read's retry runs the body (nothing remembered), a
+    write's answers ``write:unknown`` without running it (its effect may have been made)."""
     value = {"order": "A"} if tool == "order" else {"n": 0}
     args = {"order": "A", "qty": 1} if tool == "order" else {"ids": [1]}
     check_interrupted(instrument(WRITE_TABLE, [tool], stub=True), tool, args, kind("x"), value)
@@ -178,6 +179,22 @@ def test_a_gate_swallowing_an_interrupt_fails(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(AssertionError, match="must propagate"):
         check_interrupted(instrument(WRITE_TABLE, ["look"], stub=True), "look", {"ids": [1]},
                           asyncio.CancelledError(), {"n": 0})
+
+
+class FreesInterruptedWrites(agtool.SqliteStore):
+    """A store that frees a key the gate marks unknown: the old double-write bug, planted."""
+
+    def mark_unknown(self, key: str, owner: str) -> bool:
+        return self.release(key, owner)
+
+
+def test_a_write_run_again_after_an_interrupt_fails() -> None:
+    """A write whose key is freed by an interrupt is run a second time by its retry: caught."""
+    gate = instrument(WRITE_TABLE, ["order"], stub=True)
+    gate._store = FreesInterruptedWrites()  # before the gate makes its own
+    with pytest.raises(AssertionError, match="never run it a second time"):
+        check_interrupted(gate, "order", {"order": "A", "qty": 1}, KeyboardInterrupt("x"),
+                          {"order": "A"})
 
 
 def test_calls_racing_table_replacement_answer_from_the_bodies() -> None:
