@@ -35,7 +35,7 @@ from ._contract import (
     ToolContract,
     check_table,
 )
-from ._errors import AgtoolError, ContractError, UpstreamError
+from ._errors import AgtoolError, ContractError, NotApplied, UpstreamError
 from ._gate import DEFAULT_SCOPE, Gate
 from ._jsonschema import (
     STRICTER_THAN_JSON_SCHEMA,
@@ -94,6 +94,7 @@ __all__ = [
     "Gate",
     "JsonLinesSink",
     "Memo",
+    "NotApplied",
     "Reason",
     "RecordSink",
     "SchemaError",

@@ -10,7 +10,6 @@ to a model as data.
 
 from __future__ import annotations
 
-import re
 import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,7 +18,8 @@ from ._contract import Spec, ToolContract
 from ._errors import UpstreamError
 from ._outcome import PLAN, Outcome
 from ._reasons import named, parse_reason, shown
-from ._records import redact_value, scrub
+from ._records import redact_value
+from ._scrub import NO_SECRETS, Scrubber
 
 __all__ = ["CODES", "EXCERPT_CHARS", "RETRYABLE_CODES", "UNTRUSTED_NOTE", "error_code",
            "is_retryable", "marks_sensitive", "model_answer", "model_error", "transport_failure"]
@@ -42,6 +42,7 @@ CODES = (
     "APPROVAL_REQUIRED",
     "CONFLICT",  # the idempotency key was used with other arguments
     "IN_PROGRESS",  # the same write is running elsewhere
+    "UNKNOWN_OUTCOME",  # a write may have taken effect and its outcome is not recorded
     "INTERNAL",  # the tool or its caller is broken; nothing the model can do
 )
 #: Codes that are always worth repeating the same call for, after a pause. Other
@@ -66,6 +67,7 @@ _BY_STAGE_CHECK = {
     ("write", "conflict"): "CONFLICT",
     ("write", "in_progress"): "IN_PROGRESS",
     ("write", "store"): "UPSTREAM_ERROR",
+    ("write", "unknown"): "UNKNOWN_OUTCOME",
 }
 
 
@@ -133,11 +135,10 @@ def model_answer(outcome: Outcome, contract: ToolContract | None, args: object,
     """
     envelope = outcome.envelope
     if not envelope["ok"] or contract is None:  # only a known tool succeeds
-        details = outcome.details
-        if details and "raw_excerpt" in details:  # an upstream may echo what it was sent
-            details = {**details,
-                       "raw_excerpt": scrub(details["raw_excerpt"], contract, outcome.args)}
-        return {"ok": False, "error": model_error(envelope["error"], contract, args, details),
+        # ``details.raw_excerpt`` was scrubbed of the call's sensitive values when it was
+        # cut (``transport_failure``): nothing here reads the upstream's text.
+        return {"ok": False, "error": model_error(envelope["error"], contract, args,
+                                                  outcome.details),
                 "request_id": request_id}
     value = envelope["value"]
     data = value if outcome.how == PLAN or not redacts else redact_value(contract, value)
@@ -294,8 +295,13 @@ def _message(reason: str, contract: ToolContract | None, fields: list[dict[str, 
                           "arguments that can be keyed",
                 "conflict": "this idempotency key was already used with other arguments",
                 "in_progress": "the same write is running elsewhere; try again shortly",
+                "unknown": f"{tool} may already have taken effect and its outcome is not "
+                           "recorded; do not repeat this call: an operator must check and "
+                           "resolve it",
                 }.get(check, "the idempotency store is unavailable; try again shortly")
     if stage == "timeout":
+        if check == "busy":
+            return f"{tool} was not started: every worker is busy; try again shortly"
         return f"{tool} did not answer in time; the same call may be tried again"
     if stage == "upstream":
         return (f"{tool}'s upstream failed ({check}); "
@@ -304,10 +310,8 @@ def _message(reason: str, contract: ToolContract | None, fields: list[dict[str, 
     return f"{tool} failed ({check or reason}); do not repeat this call"
 
 
-_SPACE = re.compile(r"\s+")
-
-
-def transport_failure(exc: BaseException) -> tuple[str, dict[str, Any]] | None:
+def transport_failure(exc: BaseException, secrets: Scrubber = NO_SECRETS,
+                      ) -> tuple[str, dict[str, Any]] | None:
     """``("upstream:<status>", details)`` for an exception that is a transport failure, else None.
 
     Recognised: ``agtool.UpstreamError``, any exception carrying an HTTP
@@ -315,6 +319,8 @@ def transport_failure(exc: BaseException) -> tuple[str, dict[str, Any]] | None:
     ``response``, as ``requests`` and ``httpx`` raise them), and the standard
     ``ConnectionError``. ``details`` keeps the status, a short whitespace-
     collapsed ``raw_excerpt`` of the answer and ``retry_after_ms`` when given.
+    The excerpt is scrubbed of ``secrets`` (the call's sensitive values, in
+    every spelling) before it is cut, and left out where that cannot be done.
     """
     if isinstance(exc, ConnectionError):
         return "upstream:connection", {}
@@ -325,8 +331,9 @@ def transport_failure(exc: BaseException) -> tuple[str, dict[str, Any]] | None:
     details: dict[str, Any] = {"status": status}
     body = _attribute(exc, "body") if isinstance(exc, UpstreamError) else _attribute(response,
                                                                                       "text")
-    if isinstance(body, str) and body:
-        details["raw_excerpt"] = _SPACE.sub(" ", body).strip()[:EXCERPT_CHARS]
+    excerpt = secrets.excerpt(body, EXCERPT_CHARS) if isinstance(body, str) and body else None
+    if excerpt is not None:
+        details["raw_excerpt"] = excerpt
     retry_after = (_attribute(exc, "retry_after") if isinstance(exc, UpstreamError)
                    else _header_retry(response))
     if type(retry_after) in (int, float) and 0 <= retry_after < 86400:  # type: ignore[operator]

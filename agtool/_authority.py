@@ -226,14 +226,17 @@ def _covers(fields: Mapping[str, Any], tool: str, exact: str, run_id: object,
 
 
 def spend_once(store: object, token_id: str, expires_at: float | None) -> bool:
-    """Whether the store lets a single-use token be used now (it says yes once); never raises."""
+    """Whether the store lets a single-use token be used now (it says yes once); never raises.
+
+    A token that never expires is kept by the store for ever (``math.inf``).
+    """
     try:
         use_once = getattr(store, "use_once", None)
         if use_once is None:
             _log.error("a single-use approval needs a write store with use_once; %s has none",
                        type(store).__name__)
             return False
-        return use_once(token_id, expires_at) is True
+        return use_once(token_id, math.inf if expires_at is None else expires_at) is True
     except Exception:
         _log.exception("the write store failed to spend a single-use approval")
         return False

@@ -7,7 +7,9 @@
   prompts for tool schemas;
 - ``agtool mcp serve --table module:TOOLS [--http]`` serves a gated table as an
   MCP server, and ``agtool mcp proxy -- CMD ARGS...`` puts a gate in front of one
-  (both need the ``mcp`` extra).
+  (both need the ``mcp`` extra);
+- ``agtool writes list|resolve|forget --store PATH|URL`` shows an operator the
+  write keys that are pending or whose outcome is unknown, and settles them.
 
 ``--table`` modules are looked for in the current folder too. A reader that
 stops early (``agtool lint --json | head -1``) ends the command quietly, with
@@ -26,6 +28,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._cli_writes import add_writes
 from ._contract import RISKS, check_table
 from ._errors import AgtoolError
 from ._gate import DEFAULT_SCOPE
@@ -80,6 +83,7 @@ def command_parser() -> argparse.ArgumentParser:
     _add_export(commands)
     _add_lint(commands)
     _add_mcp(commands)
+    add_writes(commands)
     return parser
 
 

@@ -9,6 +9,9 @@ A table is a plain dict, kept as a value that programs read::
             # optional, for tools that touch the world (see ``EFFECTS``, ``RISKS``):
             "effect": "read" | "write", "risk": one of RISKS,
             "key_args": [arg, ...], "timeout": seconds,
+            # optional, for write tools: asks the outside world whether a write whose
+            # outcome is unknown took effect (its value) or not (None), by its args
+            "reconcile": callable,
             "source": "where the output comes from", "trust": "trusted" | "untrusted",
             # optional, for read tools: seconds a successful value may be served
             # from the gate's memo (0: never remembered; absent: the gate's default)
@@ -73,7 +76,7 @@ SPEC_KEYS = frozenset(
      "item", "description", "echo", "sensitive"}
 )
 ENTRY_KEYS = frozenset({"fn", "args", "returns", "description", "effect", "risk", "key_args",
-                        "timeout", "source", "trust", "ttl"})
+                        "timeout", "source", "trust", "ttl", "reconcile"})
 #: What a tool does to the world. Write tools are never memoized; they run once per
 #: idempotency key.
 EFFECTS = ("read", "write")
@@ -153,6 +156,11 @@ class ToolContract:
     #: Seconds a read's successful value may be served from the gate's memo;
     #: ``0``: never remembered; ``None`` (absent): the gate's default.
     ttl: float | None = None
+    #: For a write: called with the same args when a call of it finds its key's outcome
+    #: unknown (an interrupted body, a crashed owner). It answers the write's value if the
+    #: effect happened (looked up by the business key) or ``None`` if it did not, and the
+    #: body then runs. ``None`` (absent): an unknown outcome waits for an operator.
+    reconcile: Callable[..., Any] | None = None
 
     @property
     def needs_approval(self) -> bool:
@@ -230,7 +238,19 @@ def parse_entry(name: object, entry: object) -> ToolContract:
         source=source,
         trust=trust,
         ttl=_ttl(name, entry, effect),
+        reconcile=_reconcile(name, entry, effect),
     )
+
+
+def _reconcile(name: str, entry: Mapping[str, Any], effect: str) -> Callable[..., Any] | None:
+    reconcile = entry.get("reconcile")
+    if reconcile is None:
+        return None
+    if effect != "write":
+        raise ContractError(name, "reconcile", "applies to write tools only")
+    if not callable(reconcile):
+        raise ContractError(name, "reconcile", f"must be callable, got {type(reconcile).__name__}")
+    return reconcile  # type: ignore[no-any-return]
 
 
 def _effect_and_risk(name: str, entry: Mapping[str, Any]) -> tuple[str, str]:

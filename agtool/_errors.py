@@ -12,7 +12,7 @@ one meant for tool bodies to raise, and the gate turns it into a reason.
 
 from __future__ import annotations
 
-__all__ = ["AgtoolError", "ContractError", "UpstreamError"]
+__all__ = ["AgtoolError", "ContractError", "NotApplied", "UpstreamError"]
 
 
 class AgtoolError(Exception):
@@ -49,3 +49,14 @@ class UpstreamError(AgtoolError):
         self.body = body
         self.retry_after = retry_after
         super().__init__(f"upstream answered {status}")
+
+
+class NotApplied(BaseException):
+    """Raised through a body to stop its call and say that it had no effect.
+
+    A write's idempotency key is then freed, so a later call runs the body
+    again (any other ``BaseException`` from a write body leaves its outcome
+    unknown), and the exception propagates as every ``BaseException`` does.
+    The LangChain adapter carries LangGraph's ``interrupt()`` this way: a
+    resumed run re-runs the tool from its start.
+    """

@@ -29,18 +29,24 @@ from ._keys import bind_store, gate_keys
 from ._lookup import Registry
 from ._memo import DEFAULT_MEMO_SIZE, DEFAULT_MEMO_TTL, Memo
 from ._outcome import Envelope, Outcome
+from ._pool import BodyPool
 from ._queries import Queries
 from ._records import RecordSink, record_call, records_log, shown_tool
 from ._steps import Runtime, Tool, call_async, call_sync
-from ._store import SqliteStore, WriteStore
+from ._store import SqliteStore, WriteStore, open_store
 
-__all__ = ["DEFAULT_SCOPE", "Gate"]
+__all__ = ["DEFAULT_LEASE", "DEFAULT_SCOPE", "DEFAULT_WORKERS", "Gate"]
 
 _log = logging.getLogger("agtool")
 _INFO = logging.INFO
 #: The scope of a caller that was given none: public reads only. Every other
 #: risk level must be granted in code, by whoever knows who the caller is.
 DEFAULT_SCOPE: frozenset[str] = frozenset({"read_public"})
+#: Seconds a write's claim holds: a pending key older than this, on a machine that
+#: cannot see whether its owner still runs, is taken to be abandoned (unknown).
+DEFAULT_LEASE = 300.0
+#: Worker threads per gate for sync bodies with a timeout.
+DEFAULT_WORKERS = 8
 
 
 class Gate(Queries):
@@ -54,8 +60,13 @@ class Gate(Queries):
 
     ``scope`` is the risk levels a call may use when it names none
     (``DEFAULT_SCOPE``: public reads). ``store`` keeps write outcomes by
-    idempotency key: a ``WriteStore``, or the path of a SQLite file (default: a
-    private in-memory SQLite, which a restarted process does not see).
+    idempotency key: a ``WriteStore``, the path of a SQLite file (default: a
+    private in-memory SQLite, which a restarted process does not see), or a
+    ``postgresql://`` URL for a ``PostgresStore`` shared by several machines.
+    A write's claim holds for ``lease`` seconds: make it longer than the
+    slowest write body. Sync bodies with a timeout run on ``workers`` threads
+    of this gate's own; when every one is still busy with a body that overran,
+    a further timed call answers ``timeout:busy`` at once.
     ``records`` receives one ``CallRecord`` per call; records also go to the
     ``agtool.calls`` logger at INFO. ``pending_wait`` is how long a call waits
     for the same write running elsewhere before answering ``write:in_progress``.
@@ -77,21 +88,31 @@ class Gate(Queries):
                  store: WriteStore | str | os.PathLike[str] | None = None,
                  records: RecordSink | None = None, pending_wait: float = 2.0,
                  memo_size: int = DEFAULT_MEMO_SIZE, memo_ttl: float = DEFAULT_MEMO_TTL,
-                 clock: Callable[[], float] = time.monotonic,
-                 secret: bytes | str | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, lease: float = DEFAULT_LEASE,
+                 workers: int = DEFAULT_WORKERS, secret: bytes | str | None = None) -> None:
         contracts = check_table(table)
         self._scope = gate_scope(scope)
-        if type(memo_ttl) not in (int, float) or not memo_ttl >= 0:
-            raise ValueError(f"memo_ttl must be a non-negative number, got {memo_ttl!r}")
-        self._store = SqliteStore(store) if isinstance(store, (str, os.PathLike)) else store
-        self._keys = gate_keys(secret, self._store)
+        for name, seconds in (("memo_ttl", memo_ttl), ("lease", lease)):
+            if type(seconds) not in (int, float) or not seconds >= 0:
+                raise ValueError(f"{name} must be a non-negative number, got {seconds!r}")
+        opened: WriteStore | None = None
+        if isinstance(store, (str, os.PathLike)):
+            opened = store = open_store(store)
+        self._store = store
+        try:
+            self._keys = gate_keys(secret, self._store)
+        except ValueError:
+            if opened is not None:
+                opened.close()  # opened here for nothing: a server store needs a secret
+            raise
         if self._store is not None:
             bind_store(self._store, self._keys)
+        pool = BodyPool(workers)
         self._store_lock = threading.Lock()
         self.records = records
         self.cache = Memo(memo_size, clock=clock)
         self._runtime = Runtime(self.cache, lambda: self.store, float(memo_ttl), pending_wait,
-                                self._keys)
+                               float(lease), pool, self._keys)
         self._tools = Registry(table, contracts, self._scope, self._runtime)
         self._ids = count(1)
         self._id_prefix = "req_" + secrets.token_hex(4) + "_"

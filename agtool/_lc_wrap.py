@@ -33,6 +33,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from ._authority import Approval
+from ._errors import NotApplied
 from ._gate import Gate
 from ._lc_answer import Caller, tool_message
 
@@ -50,8 +51,9 @@ class ToolFailed(Exception):
     """The agent's tool answered an error ``ToolMessage``: to the gate, a body that raised."""
 
 
-class _Bubble(BaseException):
-    """Carries LangGraph's interrupt through the gate, which lets only a ``BaseException`` by."""
+class _Bubble(NotApplied):
+    """Carries LangGraph's interrupt through the gate, which lets only a ``BaseException`` by:
+    the tool stopped before its effect, and the resumed run calls it again from its start."""
 
     def __init__(self, signal: GraphBubbleUp) -> None:
         super().__init__()

@@ -302,7 +302,10 @@ class Memo:
             return
         entries = self.entries
         entries[key] = (frozen, self.clock() + ttl, counts)
-        entries.move_to_end(key)
+        try:
+            entries.move_to_end(key)
+        except KeyError:  # evicted or expired by another thread between the two lines
+            return
         while len(entries) > self.size:
             try:
                 _, (_, _, owner) = entries.popitem(last=False)

@@ -10,11 +10,14 @@ failed and on which argument, never a message or a traceback.
   ``raised:<ExceptionClassName>`` when the body raised. Calls that touch the
   world add ``auth:scope:<risk>`` and ``auth:approval`` (refused before the
   body), ``write:no_key``, ``write:conflict``, ``write:in_progress`` and
-  ``write:store`` (the idempotency store), ``timeout`` (the body overran the
-  contract's ``timeout``) and ``upstream:<status>`` or ``upstream:connection``
-  (the body met a transport failure). A caller's malformed scope is
-  ``auth:bad_scope``; an ``async def`` tool called through the sync
-  ``call_tool`` inside a running event loop is ``async:loop_running``.
+  ``write:store`` (the idempotency store), ``write:unknown`` (a write body
+  started and its outcome is not known: it is never run again on a guess, and
+  an operator resolves it), ``timeout`` (the body overran the contract's
+  ``timeout``), ``timeout:busy`` (every worker for timed bodies is stuck) and
+  ``upstream:<status>`` or ``upstream:connection`` (the body met a transport
+  failure). A caller's malformed scope is ``auth:bad_scope``; an ``async def``
+  tool called through the sync ``call_tool`` inside a running event loop is
+  ``async:loop_running``.
 - The agent graph adds its own, each of which ends a run: ``order:not_object``,
   ``model:no_tool_call``, ``model:raised:<ExceptionClassName>``,
   ``repair:none`` (no rule fixes the reason) and ``repair:repeat`` (the fixed
@@ -60,8 +63,9 @@ RESULT_CHECKS = ("shape", "empty", "too_big", "range")
 #: Prefixes of ``call_tool``'s ``error``.
 STAGES = ("args", "result", "raised", "auth", "write", "timeout", "upstream", "async")
 #: Reasons of the idempotency store, each refusing to run a write body.
-WRITE_REASONS = ("write:no_key", "write:conflict", "write:in_progress", "write:store")
-WRITE_NO_KEY, WRITE_CONFLICT, WRITE_IN_PROGRESS, WRITE_STORE = WRITE_REASONS
+WRITE_REASONS = ("write:no_key", "write:conflict", "write:in_progress", "write:store",
+                 "write:unknown")
+WRITE_NO_KEY, WRITE_CONFLICT, WRITE_IN_PROGRESS, WRITE_STORE, WRITE_UNKNOWN = WRITE_REASONS
 AUTH_SCOPE = "auth:scope"  #: followed by ``:<risk>``, the level the caller's scope lacks
 AUTH_APPROVAL = "auth:approval"
 #: A per-call scope that is not a collection of known risk levels (a str, a dict, an
@@ -71,6 +75,9 @@ AUTH_BAD_SCOPE = "auth:bad_scope"
 #: thread: the body cannot be awaited here without blocking that loop.
 ASYNC_LOOP_RUNNING = "async:loop_running"
 TIMEOUT = "timeout"
+#: Every worker that runs timed sync bodies is still busy (with bodies that overran):
+#: the body was not started, and the same call may be tried again shortly.
+TIMEOUT_BUSY = "timeout:busy"
 UPSTREAM = "upstream"  #: followed by ``:<HTTP status>`` or ``:connection``
 
 UNKNOWN_TOOL, NOT_OBJECT, BAD_CONTRACT = ARG_REASONS

@@ -26,12 +26,10 @@ from ._contract import Spec, ToolContract
 from ._keys import Keys, canonical_key
 from ._outcome import HIT, REPLAY, Outcome
 from ._reasons import shown
+from ._scrub import REDACTED, scrub
 
 __all__ = ["REDACTED", "CallRecord", "JsonLinesSink", "RecordSink", "args_digest",
            "contract_hash", "record_call", "redact_args", "redact_value", "scrub", "shown_tool"]
-
-#: What a sensitive value is replaced with.
-REDACTED = "[redacted]"
 
 records_log = logging.getLogger("agtool.calls")
 
@@ -222,65 +220,20 @@ def _redact(spec: Spec, value: object) -> object:
             for element in value]
 
 
-def scrub(text: str, contract: ToolContract | None, args: object) -> str:
-    """``text`` with every sensitive argument value in it replaced (an error page may echo them)."""
-    # Longest first, so that a value inside another is not left half redacted; each also
-    # as a JSON string spells it, since an error page often quotes what it was sent as JSON.
-    values = _sensitive_values(contract.args if contract else {}, args)
-    forms = {form for value in values for form in
-             (value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1])}
-    for form in sorted(forms, key=len, reverse=True):
-        if form:
-            text = text.replace(form, REDACTED)
-    return text
-
-
-def _sensitive_values(specs: Mapping[str, Spec], args: object) -> list[str]:
-    if not isinstance(args, dict):
-        return []
-    return [text for key, value in args.items() if key in specs
-            for text in _sensitive_in(specs[key], value)]
-
-
-def _sensitive_in(spec: Spec, value: object) -> list[str]:
-    if spec.sensitive:
-        return _leaves(value, 0)
-    item = spec.item
-    if isinstance(item, Mapping) and isinstance(value, dict):
-        return _sensitive_values(item, value)  # a dict with named keys
-    if item is None or not isinstance(value, list):
-        return []
-    if isinstance(item, Spec):
-        return [text for element in value for text in _sensitive_in(item, element)]
-    return [text for element in value for text in _sensitive_values(item, element)]
-
-
-def _leaves(value: object, depth: int) -> list[str]:
-    """Every scalar inside ``value``, as text."""
-    if depth > 64:
-        return []
-    if isinstance(value, dict):
-        return [text for item in value.values() for text in _leaves(item, depth + 1)]
-    if isinstance(value, list):
-        return [text for item in value for text in _leaves(item, depth + 1)]
-    if type(value) in (str, int, float):
-        try:
-            return [text] if (text := str(value)) else []
-        except ValueError:  # an int too long to print cannot be in the text either
-            return []
-    return []
-
-
 def contract_hash(contract: ToolContract) -> str:
     """A short sha256 of everything the contract declares, the body's qualified name included.
 
     Part of every memo key and every record: a changed contract never answers
     from what the old one remembered, and a record says which contract ran.
     """
+    functions = ("fn", "reconcile")
     fields = {field.name: getattr(contract, field.name)
-              for field in dataclasses.fields(contract) if field.name != "fn"}
-    fn = contract.fn
-    fields["fn"] = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn))}"
+              for field in dataclasses.fields(contract) if field.name not in functions}
+    for name in functions:
+        fn = getattr(contract, name)
+        if fn is not None:  # a contract without a reconcile hashes as it always did
+            fields[name] = (f"{getattr(fn, '__module__', '')}."
+                            f"{getattr(fn, '__qualname__', type(fn))}")
     # Specs are the only values JSON cannot write as they are.
     text = json.dumps(fields, sort_keys=True, default=dataclasses.asdict)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -15,14 +15,15 @@ the coroutine unstarted and the call is refused (``async:loop_running``).
 from __future__ import annotations
 
 import asyncio
-import contextvars
+import concurrent.futures
 import inspect
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-__all__ = ["LOOP_RUNNING", "TIMED_OUT", "LoopRunning", "TimedOut", "await_body", "finish_here",
-           "is_async_body", "run_body", "within"]
+from ._pool import BodyPool
+
+__all__ = ["BUSY", "LOOP_RUNNING", "TIMED_OUT", "Busy", "LoopRunning", "TimedOut", "await_body",
+           "finish_here", "is_async_body", "run_body", "within"]
 
 _T = TypeVar("_T")
 
@@ -39,8 +40,15 @@ class LoopRunning:
     __slots__ = ()
 
 
+class Busy:
+    """What a timed run answers when every worker is busy: the body was not started."""
+
+    __slots__ = ()
+
+
 TIMED_OUT = TimedOut()
 LOOP_RUNNING = LoopRunning()
+BUSY = Busy()
 
 
 def is_async_body(fn: Callable[..., Any]) -> bool:
@@ -72,16 +80,18 @@ def finish_here(value: Any) -> Any:
 
 
 async def await_body(fn: Callable[..., Any], args: dict[str, Any], is_async: bool,
-                     timeout: float | None) -> Any:
+                     timeout: float | None, pool: BodyPool | None) -> Any:
     """``fn(**args)`` on the async path; ``TIMED_OUT`` if it overran ``timeout``.
 
     A coroutine body is awaited under an asyncio timeout, which cancels it. A
-    sync body runs in a worker thread so that the event loop goes on meanwhile;
-    on a timeout that thread runs on (Python cannot stop it) and its value is
-    dropped. The body's own exceptions are raised here, after the timeout is
-    out of the way, so that a body raising ``TimeoutError`` is not an overrun.
+    sync body runs in a worker thread so that the event loop goes on meanwhile:
+    on ``pool``'s when one is given (``BUSY`` when none is free), where on a
+    timeout it runs on (Python cannot stop it) and its value is dropped. The
+    body's own exceptions are raised here, after the timeout is out of the
+    way, so that a body raising ``TimeoutError`` is not an overrun.
     """
-    work = _call_async(fn, args, is_async)
+    work = (_on_pool(pool, fn, args) if pool is not None and not is_async
+            else _call_async(fn, args, is_async))
     if timeout is None:
         answer = await work
     else:
@@ -113,6 +123,19 @@ async def _call_async(fn: Callable[..., Any], args: dict[str, Any], is_async: bo
     return value
 
 
+async def _on_pool(pool: BodyPool, fn: Callable[..., Any], args: dict[str, Any]) -> Any:
+    future = pool.submit(lambda: fn(**args))
+    if future is None:
+        return BUSY
+    try:
+        value = await asyncio.wrap_future(future)
+        if inspect.isawaitable(value):  # a sync callable that hands back a coroutine
+            value = await value
+    except Exception as exc:
+        return _Raised(exc)
+    return value
+
+
 async def _awaited(value: Awaitable[_T]) -> _T:
     return await value
 
@@ -131,28 +154,21 @@ def _close(awaitable: object) -> None:
         close()  # a coroutine closed unstarted raises no "never awaited" warning
 
 
-def within(seconds: float, work: Callable[[], _T]) -> _T | TimedOut:
+def within(pool: BodyPool, seconds: float, work: Callable[[], _T]) -> _T | TimedOut | Busy:
     """``work()`` if it answers within ``seconds``, else ``TIMED_OUT`` while it runs on.
 
-    Python cannot stop a thread, so an overrunning body finishes in the
-    background: a read's late value is dropped, a write's is stored by its key.
-    The body runs in a copy of the caller's context, as ``asyncio.to_thread``
-    runs it, so a context variable the caller set (a framework's current call,
-    a tracing span) is still set inside a timed body.
+    Python cannot stop a thread, so an overrunning body finishes on its worker
+    in the background: a read's late value is dropped, a write's is stored by
+    its key. ``BUSY`` (nothing started) when every worker of ``pool`` still
+    runs a body. The body runs in a copy of the caller's context, as
+    ``asyncio.to_thread`` runs it, so a context variable the caller set (a
+    framework's current call, a tracing span) is still set inside a timed body.
     """
-    answered: list[_T] = []
-    failed: list[BaseException] = []
-    context = contextvars.copy_context()
-
-    def target() -> None:
-        try:
-            answered.append(context.run(work))
-        except BaseException as exc:  # handed to the caller's thread, as if run inline
-            failed.append(exc)
-
-    thread = threading.Thread(target=target, name="agtool-body", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if failed:
-        raise failed[0]
-    return answered[0] if answered else TIMED_OUT
+    future = pool.submit(work)
+    if future is None:
+        return BUSY
+    # wait(), not result(timeout): a body's own TimeoutError is not an overrun.
+    concurrent.futures.wait([future], seconds)
+    if not future.done():
+        return TIMED_OUT
+    return future.result()

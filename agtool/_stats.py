@@ -26,6 +26,8 @@ class ToolStats:
     timed_out: int = 0  #: calls answered ``timeout`` while the body ran on
     evicted: int = 0  #: remembered values dropped to keep the memo within its size
     expired: int = 0  #: remembered values dropped because their time to live ran out
+    unknown: int = 0  #: writes whose outcome became unknown (interrupted, or not storable)
+    reconciled: int = 0  #: unknown writes settled by the contract's ``reconcile``
 
 
 _FIELDS = tuple(field.name for field in fields(ToolStats))
@@ -35,7 +37,7 @@ class Counts:
     """The live counters behind one tool's ``ToolStats``; plain ints, bumped in place."""
 
     __slots__ = ("bad_results", "blocked", "denied", "evicted", "expired", "hits", "raised",
-                 "replayed", "runs", "timed_out")
+                 "reconciled", "replayed", "runs", "timed_out", "unknown")
     runs: int
     hits: int
     blocked: int
@@ -46,6 +48,8 @@ class Counts:
     timed_out: int
     evicted: int
     expired: int
+    unknown: int
+    reconciled: int
 
     def __init__(self) -> None:
         self.reset()

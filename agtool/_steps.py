@@ -25,14 +25,16 @@ import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from typing import Any
 
-from ._answers import marks_sensitive, transport_failure
+from ._answers import is_retryable, marks_sensitive, transport_failure
 from ._authority import Approval, approved, read_scope, spend_once
 from ._compile import UNDECLARED, compile_arg_check, compile_copy, compile_result_check
 from ._contract import ToolContract
+from ._errors import NotApplied
 from ._fastpath import compile_read
 from ._keys import Keys
 from ._memo import MISS, Memo, compile_key, freeze, thaw
-from ._outcome import HIT, PLAN, REPLAY, Outcome, failure, success
+from ._outcome import HIT, PLAN, REPLAY, Envelope, Outcome, failure, success
+from ._pool import BodyPool
 from ._reasons import (
     ASYNC_LOOP_RUNNING,
     AUTH_APPROVAL,
@@ -41,17 +43,32 @@ from ._reasons import (
     NOT_OBJECT,
     SHAPE,
     TIMEOUT,
+    TIMEOUT_BUSY,
     WRITE_CONFLICT,
     WRITE_IN_PROGRESS,
     WRITE_NO_KEY,
     WRITE_STORE,
+    WRITE_UNKNOWN,
     shown,
 )
 from ._records import contract_hash, redact_args
-from ._run import LOOP_RUNNING, TIMED_OUT, await_body, finish_here, is_async_body, run_body, within
+from ._run import (
+    BUSY,
+    LOOP_RUNNING,
+    TIMED_OUT,
+    Busy,
+    LoopRunning,
+    TimedOut,
+    await_body,
+    finish_here,
+    is_async_body,
+    run_body,
+    within,
+)
+from ._scrub import NO_SECRETS, call_secrets, log_scrubbed
 from ._stats import Counts
-from ._store import CONFLICT, DONE, RUN, WriteStore
-from ._writes import settle, stored_envelope, write_key
+from ._store import CONFLICT, DONE, RUN, UNKNOWN, WriteStore, new_owner
+from ._writes import mark_unknown, release, store_outcome, stored_envelope, write_key
 
 __all__ = ["POLL_SECONDS", "Held", "Ready", "Runtime", "Tool", "arun", "call_async",
            "call_sync", "conclude", "prepare", "reclaim", "run_sync"]
@@ -62,17 +79,22 @@ POLL_SECONDS = 0.01
 
 
 class Runtime:
-    """What every call of one gate shares: its memo, its write store, its defaults."""
+    """What every call of one gate shares: its memo, its write store, its workers, its defaults."""
 
-    __slots__ = ("background", "keys", "memo", "pending_wait", "store", "ttl")
+    __slots__ = ("background", "keys", "lease", "memo", "owner", "pending_wait", "pool", "store",
+                 "ttl")
 
     def __init__(self, memo: Memo, store: Callable[[], WriteStore], ttl: float,
-                 pending_wait: float, keys: Keys) -> None:
+                 pending_wait: float, lease: float, pool: BodyPool, keys: Keys) -> None:
         self.keys = keys  #: the gate's secret's keys: digests, memo keys, approvals
         self.memo = memo
         self.store = store  #: the store, made when a write first needs it
         self.ttl = ttl  #: seconds a value is remembered when its contract names no ttl
         self.pending_wait = pending_wait
+        #: Who this gate's claims belong to, and for how long each holds before it is abandoned.
+        self.owner = new_owner()
+        self.lease = lease
+        self.pool = pool  #: the workers of timed sync bodies
         #: Async writes running on past their caller's timeout, kept until they settle.
         self.background: set[asyncio.Task[Any]] = set()
 
@@ -165,14 +187,16 @@ class Tool:
 class Ready:
     """A call cleared to run its body: the checked snapshot and where its outcome goes."""
 
-    __slots__ = ("args", "key", "tool", "write_key")
+    __slots__ = ("args", "key", "reconciling", "tool", "write_key")
 
     def __init__(self, tool: Tool, args: dict[str, Any], key: Hashable | None,
-                 write_key: str | None) -> None:
+                 write_key: str | None, reconciling: bool = False) -> None:
         self.tool = tool
         self.args = args
         self.key = key  #: the memo key of a read, if it can be remembered
         self.write_key = write_key  #: the idempotency key this call has claimed
+        #: Whether the key's outcome is unknown: ask the contract's ``reconcile`` first.
+        self.reconciling = reconciling
 
 
 class Held:
@@ -282,9 +306,10 @@ def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
     """
     tool = held.tool
     try:
-        claim = runtime.store().claim(held.key, tool.name, held.exact)
-    except Exception:
-        _log.exception("idempotency store failed to claim %r", held.key)
+        store = runtime.store()
+        claim = store.claim(held.key, tool.name, held.exact, runtime.owner, runtime.lease)
+    except Exception as exc:
+        _log.error("idempotency store failed to claim %s (%s)", held.key, type(exc).__name__)
         return Outcome(failure(WRITE_STORE), args=held.args)
     if claim.state == RUN:
         return Ready(tool, held.args, None, held.key)
@@ -297,6 +322,18 @@ def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
         return Outcome(replayed, REPLAY, None, held.args)
     if claim.state == CONFLICT:
         return Outcome(failure(WRITE_CONFLICT), args=held.args)
+    if claim.state == UNKNOWN:
+        if tool.contract.reconcile is None:
+            return Outcome(failure(WRITE_UNKNOWN), args=held.args)
+        try:
+            taken = store.take_over(held.key, runtime.owner, runtime.lease)
+        except Exception as exc:
+            _log.error("idempotency store failed to take over %s (%s)", held.key,
+                       type(exc).__name__)
+            return Outcome(failure(WRITE_STORE), args=held.args)
+        if taken:
+            return Ready(tool, held.args, None, held.key, reconciling=True)
+        # Another caller is reconciling it now: wait for its outcome as for a pending key.
     if time.monotonic() >= held.deadline:
         return Outcome(failure(WRITE_IN_PROGRESS), args=held.args)
     return held
@@ -307,16 +344,24 @@ def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
 def run_sync(runtime: Runtime, ready: Ready) -> Outcome:
     """Run the body on this thread (within its timeout, if it has one) and conclude."""
     tool = ready.tool
+    reconcile = tool.contract.reconcile
+    if ready.reconciling and reconcile is not None:
+        found = _reconcile_answered(runtime, ready, _reconciled(
+            runtime, ready, lambda: run_body(reconcile, ready.args)))
+        if found is not None:
+            return found
     timeout = tool.timeout
     if timeout is None:
         return _ran(runtime, ready, _body_call(ready))
     if ready.write_key is not None:
         # On a timeout the write runs on and stores its outcome: a retry finds it by its key.
-        done = within(timeout, lambda: _ran(runtime, ready, _body_call(ready)))
+        done = within(runtime.pool, timeout, lambda: _ran(runtime, ready, _body_call(ready)))
+        if done is BUSY:
+            return _busy(runtime, ready)
         return _timed_out(ready) if done is TIMED_OUT else done  # type: ignore[return-value]
     body = _body_call(ready)
     # A read's late value is dropped: only a value that came in time is remembered.
-    return _ran(runtime, ready, lambda: within(timeout, body))
+    return _ran(runtime, ready, lambda: within(runtime.pool, timeout, body))
 
 
 def _body_call(ready: Ready) -> Callable[[], Any]:
@@ -331,15 +376,61 @@ def _ran(runtime: Runtime, ready: Ready, call: Callable[[], Any]) -> Outcome:
         value = call()
     except Exception as exc:
         return _raised(runtime, ready, exc)
+    except NotApplied:
+        _nothing_ran(runtime, ready)
+        raise
     except BaseException:
-        _abandon(runtime, ready)
+        _interrupted(runtime, ready)
         raise
     return _answered(runtime, ready, value)
+
+
+def _reconciled(runtime: Runtime, ready: Ready, call: Callable[[], Any]) -> object:
+    """What the contract's ``reconcile`` answered: a value, ``None``, or ``_NOT_KNOWN``."""
+    try:
+        return call()
+    except Exception as exc:
+        return _unreconciled(ready, exc)
+    except BaseException:
+        _interrupted(runtime, ready)
+        raise
+
+
+def _unreconciled(ready: Ready, exc: Exception) -> _NotKnown:
+    _log.error("reconcile of %s under %s raised %s: left unknown", ready.tool.shown_name,
+               ready.write_key, type(exc).__name__)
+    return _NOT_KNOWN
+
+
+def _reconcile_answered(runtime: Runtime, ready: Ready, found: object) -> Outcome | None:
+    """The answer of a reconciled write, or ``None`` when its body is to run after all."""
+    ready.reconciling = False
+    if found is None:
+        return None  # nothing happened: this caller owns the key and runs the body
+    if found is _NOT_KNOWN or isinstance(found, (TimedOut, Busy, LoopRunning)):
+        _mark_unknown(runtime, ready)
+        return Outcome(failure(WRITE_UNKNOWN), args=ready.args)
+    ready.tool.counts.reconciled += 1
+    return conclude(runtime, ready, found)
+
+
+class _NotKnown:
+    __slots__ = ()
+
+
+#: A ``reconcile`` that could not say: the key stays unknown.
+_NOT_KNOWN = _NotKnown()
 
 
 async def arun(runtime: Runtime, ready: Ready) -> Outcome:
     """Await the body (a sync one in a worker thread) within its timeout, and conclude."""
     tool = ready.tool
+    reconcile = tool.contract.reconcile
+    if ready.reconciling and reconcile is not None:
+        found = await _areconciled(runtime, ready, reconcile)
+        answered = _reconcile_answered(runtime, ready, found)
+        if answered is not None:
+            return answered
     if ready.write_key is not None and tool.timeout is not None:
         # As on the sync path, a write runs on past a timeout and stores its outcome.
         task = asyncio.ensure_future(_arun(runtime, ready, None))
@@ -352,15 +443,30 @@ async def arun(runtime: Runtime, ready: Ready) -> Outcome:
     return await _arun(runtime, ready, tool.timeout)
 
 
+async def _areconciled(runtime: Runtime, ready: Ready, reconcile: Callable[..., Any]) -> object:
+    try:
+        return await await_body(reconcile, ready.args, is_async_body(reconcile), None, None)
+    except Exception as exc:
+        return _unreconciled(ready, exc)
+    except BaseException:
+        _interrupted(runtime, ready)
+        raise
+
+
 async def _arun(runtime: Runtime, ready: Ready, timeout: float | None) -> Outcome:
     tool = ready.tool
     tool.counts.runs += 1
+    # A timed tool's sync body runs on the gate's bounded workers, even past a write's timeout.
+    pool = runtime.pool if tool.timeout is not None else None
     try:
-        value = await await_body(tool.fn, ready.args, tool.is_async, timeout)
+        value = await await_body(tool.fn, ready.args, tool.is_async, timeout, pool)
     except Exception as exc:
         return _raised(runtime, ready, exc)
+    except NotApplied:
+        _nothing_ran(runtime, ready)
+        raise
     except BaseException:
-        _abandon(runtime, ready)
+        _interrupted(runtime, ready)
         raise
     return _answered(runtime, ready, value)
 
@@ -369,9 +475,12 @@ def _answered(runtime: Runtime, ready: Ready, value: object) -> Outcome:
     """What a body's run came to: its value concluded, or the run's own answer."""
     if value is TIMED_OUT:
         return _timed_out(ready)
+    if value is BUSY:
+        ready.tool.counts.runs -= 1  # no worker was free: nothing ran
+        return _busy(runtime, ready)
     if value is LOOP_RUNNING:
         ready.tool.counts.runs -= 1  # the coroutine was closed unstarted: nothing ran
-        _abandon(runtime, ready)
+        _nothing_ran(runtime, ready)
         return Outcome(failure(ASYNC_LOOP_RUNNING), args=ready.args)
     return conclude(runtime, ready, value)
 
@@ -387,9 +496,20 @@ def conclude(runtime: Runtime, ready: Ready, value: object) -> Outcome:
         envelope = success(value)
         if ready.key is not None:
             _remember(runtime, tool, ready.key, value, reason == UNDECLARED)
-    if ready.write_key is not None:
-        settle(runtime.store(), ready.write_key, envelope)
+    if ready.write_key is not None and not _kept(runtime, ready, envelope):
+        return Outcome(failure(WRITE_UNKNOWN), args=ready.args)
     return Outcome(envelope, args=ready.args)
+
+
+def _kept(runtime: Runtime, ready: Ready, envelope: Envelope) -> bool:
+    """Store a write's outcome; ``False`` (and the key unknown) if it could not be."""
+    tool = ready.tool
+    if ready.write_key is None or store_outcome(
+            runtime.store(), ready.write_key, runtime.owner, envelope, tool.contract,
+            tool.redacts, ready.args):
+        return True
+    tool.counts.unknown += 1
+    return False
 
 
 def _remember(runtime: Runtime, tool: Tool, key: Hashable, value: object,
@@ -403,23 +523,57 @@ def _raised(runtime: Runtime, ready: Ready, exc: Exception) -> Outcome:
     """The answer to a body that raised: a transport failure, a timeout, or ``raised:<Name>``."""
     tool = ready.tool
     tool.counts.raised += 1
-    _log.debug("tool %r raised %s", tool.name, type(exc).__name__, exc_info=True)
+    # The body's exception may quote its args (``ValueError(f"card {card} declined")``).
+    secrets = call_secrets(tool.contract, ready.args) if tool.redacts_args else NO_SECRETS
+    log_scrubbed(_log, logging.DEBUG, exc, secrets, "tool %r raised %s", tool.name,
+                 type(exc).__name__)
     details: dict[str, Any] | None = None
-    upstream = transport_failure(exc)  # reads the exception without ever raising
+    upstream = transport_failure(exc, secrets)  # reads the exception without ever raising
     if upstream is not None:
         envelope, details = failure(upstream[0]), upstream[1]
     else:
         envelope = failure(TIMEOUT if isinstance(exc, TimeoutError)
                            else "raised:" + type(exc).__name__)
     if ready.write_key is not None:
-        settle(runtime.store(), ready.write_key, envelope)
+        if not is_retryable(envelope["error"]):
+            # The body's own answer, kept: a repeat is refused the same way, never run again.
+            if not _kept(runtime, ready, envelope):
+                return Outcome(failure(WRITE_UNKNOWN), details=details, args=ready.args)
+        elif _not_applied(envelope["error"], exc):
+            _nothing_ran(runtime, ready)
+        else:
+            # A timeout or a failed upstream may have taken effect before it failed: a
+            # retry must find out (reconcile, or an operator), not write a second time.
+            _interrupted(runtime, ready)
     return Outcome(envelope, details=details, args=ready.args)
 
 
-def _abandon(runtime: Runtime, ready: Ready) -> None:
-    """A body that did not answer: its write's key is freed, so that a retry may run it."""
+def _not_applied(reason: str, exc: Exception) -> bool:
+    """Whether a failure says the request was never acted on: a 429, a refused connection."""
+    return reason == "upstream:429" or isinstance(exc, ConnectionRefusedError)
+
+
+def _interrupted(runtime: Runtime, ready: Ready) -> None:
+    """A write body that started and did not answer: its outcome is unknown, its key kept."""
     if ready.write_key is not None:
-        settle(runtime.store(), ready.write_key, None)
+        ready.tool.counts.unknown += 1
+        _mark_unknown(runtime, ready)
+
+
+def _mark_unknown(runtime: Runtime, ready: Ready) -> None:
+    if ready.write_key is not None:
+        mark_unknown(runtime.store(), ready.write_key, runtime.owner)
+
+
+def _nothing_ran(runtime: Runtime, ready: Ready) -> None:
+    """A write whose body never started: its key is freed, so that a retry may run it."""
+    if ready.write_key is not None:
+        release(runtime.store(), ready.write_key, runtime.owner)
+
+
+def _busy(runtime: Runtime, ready: Ready) -> Outcome:
+    _nothing_ran(runtime, ready)
+    return Outcome(failure(TIMEOUT_BUSY), args=ready.args)
 
 
 def _timed_out(ready: Ready) -> Outcome:

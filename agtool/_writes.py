@@ -1,9 +1,11 @@
 """The write-once step: a write's idempotency key, its claim, and its settling.
 
 A write body runs only for the caller that claimed its key; a repeat of the
-key answers the first outcome. Waiting for a key held elsewhere is the
-caller's to do (``time.sleep`` on the sync path, ``asyncio.sleep`` on the
-async one), so this module never blocks.
+key answers the first outcome. Once a body has started, its key is freed only
+when it is known that nothing happened; anything else that keeps its outcome
+from being stored leaves the key unknown, never free for a second write.
+Waiting for a key held elsewhere is the caller's to do (``time.sleep`` on the
+sync path, ``asyncio.sleep`` on the async one), so this module never blocks.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import json
 import logging
 from typing import Any
 
-from ._answers import is_retryable
+from ._contract import ToolContract
 from ._keys import Keys
 from ._outcome import Envelope
-from ._store import WriteStore
+from ._reasons import shown
+from ._records import redact_value
+from ._scrub import call_secrets, log_scrubbed
+from ._store import WriteStore, encode_outcome
 
-__all__ = ["settle", "stored_envelope", "write_key"]
+__all__ = ["mark_unknown", "release", "store_outcome", "stored_envelope", "write_key"]
 
 _log = logging.getLogger("agtool")
 
@@ -39,16 +44,57 @@ def write_key(keys: Keys, tool: str, key_args: tuple[str, ...], args: dict[str, 
     return json.dumps([run_id, step_id, tool, business[:32]]) if business else None
 
 
-def settle(store: WriteStore, key: str, envelope: Envelope | None) -> None:
-    """Store a write's outcome, or free its key when a retry should run it again."""
+def store_outcome(store: WriteStore, key: str, owner: str, envelope: Envelope,
+                  contract: ToolContract, redacts: bool, args: dict[str, Any]) -> bool:
+    """Keep a write's outcome for every repeat of its key; ``False`` if it is not kept.
+
+    The stored value has the fields its return contract marks sensitive
+    redacted: a repeat is answered that, never the secret in clear. An
+    outcome that would not read back exactly (see ``encode_outcome``), or a
+    store that fails or no longer holds this owner's claim, leaves the key
+    unknown: the caller must then be told the outcome is not recorded. A
+    store's error is logged scrubbed of the call's sensitive values (``args``
+    and the returned ones): it may quote the outcome it was given.
+    """
+    kept = dict(envelope)
+    if redacts and envelope["ok"]:
+        kept["value"] = redact_value(contract, envelope["value"])
     try:
-        if envelope is None or (not envelope["ok"] and is_retryable(envelope["error"])):
-            store.release(key)
-        else:
-            store.finish(key, dict(envelope))
-    except Exception:
-        # The key stays claimed: repeats answer in_progress rather than write twice.
-        _log.exception("idempotency store failed to settle %r", key)
+        encode_outcome(kept)
+    except ValueError as exc:
+        _log.error("outcome of %s under %s cannot be stored exactly (%s): left unknown",
+                   shown(contract.name), key, exc)
+        mark_unknown(store, key, owner)
+        return False
+    try:
+        if store.finish(key, owner, kept):
+            return True
+    except Exception as exc:
+        log_scrubbed(_log, logging.ERROR, exc, call_secrets(contract, args, envelope["value"]),
+                     "idempotency store failed to keep the outcome of %s (%s): left unknown",
+                     key, type(exc).__name__)
+        mark_unknown(store, key, owner)
+        return False
+    _log.error("the claim of %s was taken from this caller (forgotten or reconciled) before "
+               "its outcome was kept", key)
+    return False
+
+
+def mark_unknown(store: WriteStore, key: str, owner: str) -> None:
+    """Mark a key whose body started as having an unknown outcome; never raises."""
+    try:
+        store.mark_unknown(key, owner)
+    except Exception as exc:
+        # The claim stays pending until its lease runs out; then it reads unknown too.
+        _log.error("idempotency store failed to mark %s unknown (%s)", key, type(exc).__name__)
+
+
+def release(store: WriteStore, key: str, owner: str) -> None:
+    """Free a key whose body is known to have had no effect; never raises."""
+    try:
+        store.release(key, owner)
+    except Exception as exc:
+        _log.error("idempotency store failed to release %s (%s)", key, type(exc).__name__)
 
 
 def stored_envelope(outcome: object) -> Envelope | None:

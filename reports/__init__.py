@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._incidents import measure_incidents
 from ._reference import measure_reference
 from ._render import BENCHMARK_HEADING, render_markdown
 from ._writes import measure_writes
@@ -42,6 +43,7 @@ def build_report(progress: Progress, *, benchmark: bool = True,
     report = measure_reference()
     progress("running writes, approvals and records")
     report["side_effects"] = measure_writes()
+    report["side_effects"]["incidents"] = measure_incidents()
     from hypothesis import settings  # the harness needs Hypothesis: imported only when asked
 
     from ._harness import REPORT_SETTINGS, measure_harness

@@ -130,6 +130,36 @@ def _side_effects_section(figures: dict[str, Any] | None) -> list[str]:
         f"them **{records['sensitive_values_found']}** times. The model is handed "
         f"`{error['code']}` (retryable = {error['retryable']}): \"{error['message']}\".",
         "",
+        *_incidents_section(figures.get("incidents")),
+    ]
+
+
+def _incidents_section(incidents: dict[str, Any] | None) -> list[str]:
+    if not incidents:
+        return []
+    cancelled, crash, store = incidents["cancelled"], incidents["crash"], incidents["failing_store"]
+
+    def codes(reasons: list[str]) -> str:
+        return ", ".join(f"`{reason}`" for reason in reasons)
+
+    return [
+        "Writes whose outcome is in doubt are never run again on a guess:",
+        "",
+        "| scenario | what the retries answered | payments made |",
+        "|---|---|---:|",
+        f"| a payment cancelled mid-body (`CancelledError` propagated: "
+        f"{cancelled['propagated']}), retried {cancelled['retries']} times | "
+        f"{codes(cancelled['answers'])} | {cancelled['payments']} |",
+        f"| a process killed with {crash['killed_with']} inside a payment (made: "
+        f"{crash['effect_made']}), a restarted gate retrying {crash['retries']} times | "
+        f"{codes(crash['answers_before'])}; `agtool writes list` showed "
+        f"{codes(crash['listed'])}; after `agtool writes resolve` (status "
+        f"{crash['resolve_status']}): `{crash['answer_after']}` | "
+        f"{crash['body_runs_after_crash']} after the crash |",
+        f"| a store whose disk is full after the payment (first answer ok = "
+        f"{store['first_ok']}: `{store['first']}`), retried {store['retries']} times | "
+        f"{codes(store['answers'])} | {store['payments']} |",
+        "",
     ]
 
 

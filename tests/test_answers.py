@@ -207,6 +207,7 @@ REASON_TABLE: list[tuple[str, str, bool]] = [
     ("raised:ValueError", "INTERNAL", False),
     ("raised:QuotaExceededError", "INTERNAL", False),
     ("timeout", "TIMEOUT", True),
+    ("timeout:busy", "TIMEOUT", True),
     ("upstream:429", "RATE_LIMITED", True),
     ("upstream:404", "NOT_FOUND", False),
     ("upstream:500", "UPSTREAM_ERROR", True),
@@ -229,6 +230,7 @@ REASON_TABLE: list[tuple[str, str, bool]] = [
     ("write:in_progress", "IN_PROGRESS", True),
     ("write:no_key", "INTERNAL", False),
     ("write:store", "UPSTREAM_ERROR", True),
+    ("write:unknown", "UNKNOWN_OUTCOME", False),
 ]
 
 

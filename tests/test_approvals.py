@@ -300,47 +300,31 @@ def test_an_approval_within_its_time_covers_and_an_expired_one_does_not() -> Non
     assert body.count == 1
 
 
-class UseOnceStore(SqliteStore):
-    """An in-memory store that remembers spent token ids (what ``use_once`` promises)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.spent: dict[str, float | None] = {}
-        self.guard = threading.Lock()
-
-    def use_once(self, token_id: str, expires_at: float | None) -> bool:
-        with self.guard:
-            if token_id in self.spent:
-                return False
-            self.spent[token_id] = expires_at
-            return True
-
-
-def test_a_single_use_approval_lets_one_call_through() -> None:
-    """A single-use token runs one step; the same token at another step, or on another gate
-    over the same store, is refused. The store is told the token's id and expiry."""
+def test_a_single_use_approval_lets_one_call_through(tmp_path: Path) -> None:
+    """A single-use token runs one step; the same token at another step, or through another
+    gate and connection on the same SQLite file, is refused; a reusable one is not spent."""
     body = Body()
-    store = UseOnceStore()
-    gate = gate_of(body, store=store)
+    path = tmp_path / "writes.sqlite"
+    gate = gate_of(body, store=path)
     once = gate.approve("pay", ARGS, single_use=True, expires_in=600)
     assert once.single_use
     assert pay(gate, dict(ARGS), [once])["ok"] is True
     assert pay(gate, dict(ARGS), [once], step_id="step-2")["error"] == "auth:approval"
-    assert gate_of(body, store=store).call_tool(
-        "pay", dict(ARGS), run_id=RUN, step_id="step-3", approvals=[once])["error"] == (
-        "auth:approval")
+    elsewhere = gate_of(body, store=SqliteStore(path))
+    assert pay(elsewhere, dict(ARGS), [once], step_id="step-3")["error"] == "auth:approval"
     assert body.count == 1
-    assert store.spent == {once.token_id: once.expires_at}
-    # A token that may be reused is not spent at all.
+    never_expires = gate.approve("pay", ARGS, single_use=True)
+    assert pay(elsewhere, dict(ARGS), [never_expires], step_id="step-4")["ok"] is True
+    assert pay(gate, dict(ARGS), [never_expires], step_id="step-5")["error"] == "auth:approval"
     many = gate.approve("pay", ARGS)
     assert all(pay(gate, dict(ARGS), [many], step_id=f"s{n}")["ok"] for n in range(3))
-    assert len(store.spent) == 1
+    assert body.count == 5
 
 
 def test_racing_threads_spend_a_single_use_approval_once() -> None:
     """Eight threads with one single-use token, each on its own step: one body run."""
     body = Body()
-    gate = gate_of(body, store=UseOnceStore())
+    gate = gate_of(body, store=SqliteStore())
     once = gate.approve("pay", ARGS, single_use=True)
     answers: list[dict[str, Any]] = []
     start = threading.Barrier(8)
@@ -370,8 +354,8 @@ def test_a_single_use_approval_is_refused_by_a_store_that_cannot_spend_it(
         assert pay(gate, dict(ARGS), [once])["error"] == "auth:approval"
     assert "use_once" in caplog.text
 
-    class Broken(UseOnceStore):
-        def use_once(self, token_id: str, expires_at: float | None) -> bool:
+    class Broken(SqliteStore):
+        def use_once(self, token_id: str, expires_at: float) -> bool:
             raise OSError("disk gone")
     broken = gate_of(body, store=Broken())
     assert pay(broken, dict(ARGS), [broken.approve("pay", ARGS, single_use=True)])[

@@ -60,6 +60,7 @@ PUBLIC = {
     "RecordSink",
     "SqliteStore",
     "StoredWrite",
+    "NotApplied",
     "UpstreamError",
     "WriteStore",
     "contract_hash",

@@ -482,10 +482,10 @@ def test_a_parallel_call_that_cannot_succeed_ends_the_run_with_every_call_answer
 
 def test_a_retryable_parallel_call_is_retried_alone_with_its_own_key(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 503 on one write of two: only that call is repeated, with its tool-call id as step id,
+    """A 429 on one write of two: only that call is repeated, with its tool-call id as step id,
     so each write body runs once per key and the model is not asked again."""
     monkeypatch.setattr(graph_module.time, "sleep", lambda seconds: None)
-    outbox, failures = Outbox(), [UpstreamError(503, "busy")]
+    outbox, failures = Outbox(), [UpstreamError(429, "busy")]
 
     def flaky(ticket: str, text: str) -> dict[str, Any]:
         if failures and ticket == "T-2":
@@ -498,7 +498,7 @@ def test_a_retryable_parallel_call_is_retried_alone_with_its_own_key(
     state = build_graph(chat, gate=gate).invoke({"order": {}, **AUTHORITY})
 
     assert state["ok"] is True
-    assert state["errors"] == ["upstream:503"]
+    assert state["errors"] == ["upstream:429"]
     assert [call["args"]["ticket"] for call in state["calls"]] == ["T-1", "T-2", "T-2"]
     assert [sent["ticket"] for sent in outbox.sent] == ["T-1", "T-2"]
     assert [m.tool_call_id for m in tool_messages(state["messages"])] == ["c0", "c1"]

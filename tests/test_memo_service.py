@@ -372,3 +372,23 @@ def test_the_memo_reads_as_a_mapping_of_fresh_values() -> None:
     assert held == value
     held["rows"].clear()
     assert gate.cache[key] == value
+
+
+class _EvictedInBetween(collections.OrderedDict):  # type: ignore[type-arg]
+    """Entries whose key is dropped by "another thread" right after it is put, before the
+    put moves it to the end: the interleaving of two threads, made to happen every time."""
+
+    def move_to_end(self, key: Any, last: bool = True) -> None:
+        self.pop(key, None)
+        super().move_to_end(key, last)
+
+
+def test_a_value_evicted_while_it_is_put_breaks_nothing() -> None:
+    """A remembered value dropped by another thread mid-put: the call still answers its value,
+    and the next call simply runs the body again (it was not remembered)."""
+    body = CountingBody(lambda kwargs: {"n": 1})
+    gate = Gate({"t": {"fn": body, "args": {}, "returns": {"n": {"type": "int"}}}})
+    gate.cache.entries = _EvictedInBetween()
+    assert gate.call_tool("t", {}) == {"ok": True, "value": {"n": 1}, "error": ""}
+    assert gate.call_tool("t", {}) == {"ok": True, "value": {"n": 1}, "error": ""}
+    assert body.count == 2

@@ -9,11 +9,15 @@ restarts over one SQLite file and failing bodies against a model kept here.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import multiprocessing
 import os
 import pathlib
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -37,6 +41,7 @@ from agtool import (
     UpstreamError,
     is_retryable,
 )
+from agtool._store import new_owner
 
 WRITE_SCOPE = frozenset({"reversible_write"})
 #: The secret of the gates whose digests a test compares, and of gates over the spy stores.
@@ -170,26 +175,19 @@ class SpyStore:
         if method in self.fail:
             raise OSError(f"store down in {method}")
 
-    def claim(self, key: str, tool: str, args_digest: str) -> Claim:
+    def claim(self, key: str, tool: str, args_digest: str, owner: str, lease: float) -> Claim:
         self.claims.append((key, tool, args_digest))
         self._maybe_fail("claim")
-        return self.inner.claim(key, tool, args_digest)
+        return self.inner.claim(key, tool, args_digest, owner, lease)
 
-    def finish(self, key: str, outcome: dict[str, Any]) -> None:
-        self._maybe_fail("finish")
-        self.inner.finish(key, outcome)
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        """Every other method of the store protocol, counted and breakable the same way."""
+        method = getattr(self.inner, name)
 
-    def release(self, key: str) -> None:
-        self._maybe_fail("release")
-        self.inner.release(key)
-
-    def lookup(self, key: str) -> StoredWrite | None:
-        self._maybe_fail("lookup")
-        return self.inner.lookup(key)
-
-    def forget(self, key: str) -> bool:
-        self._maybe_fail("forget")
-        return self.inner.forget(key)
+        def call(*args: Any) -> Any:
+            self._maybe_fail(name)
+            return method(*args)
+        return call
 
 
 # -- Never memoized ------------------------------------------------------------------------------
@@ -420,24 +418,50 @@ def test_new_gate_over_the_same_file_replays(tmp_path: pathlib.Path,
     assert after.stats("cancel").replayed == 1
 
 
-def test_key_claimed_by_a_dead_caller_stays_in_progress_until_forgotten(
-        tmp_path: pathlib.Path) -> None:
-    """A key claimed by a process that died answers ``write:in_progress``; ``forget`` frees it."""
+def dead_owner() -> str:
+    """The owner name of a process of this host that has exited (and been reaped)."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    return f"{socket.gethostname()}:{int(done.stdout)}:gone"
+
+
+def test_key_claimed_by_a_dead_process_is_unknown_never_rerun(tmp_path: pathlib.Path) -> None:
+    """A key whose owner died mid-body answers ``write:unknown``, is listed for an operator,
+    and runs again only once the operator forgets it (or answers what resolve stored)."""
     path = tmp_path / "writes.sqlite"
     gate = write_gate(Body(), store=path)
     key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
     assert key is not None
     dead = SqliteStore(path)
-    assert dead.claim(key, "place", gate_digest(gate, ARGS)).state == "run"
+    assert dead.claim(key, "place", gate_digest(gate, ARGS), dead_owner(), 300.0).state == "run"
     dead.close()  # and never finishes
 
     body = Body()
     restarted = write_gate(body, store=path)
-    assert place(restarted) == failed("write:in_progress")
+    assert place(restarted) == failed("write:unknown")
+    assert [(entry.key, entry.state) for entry in restarted.store.pending()] == [
+        (key, "unknown")]
     assert body.count == 0
     assert restarted.store.forget(key)
     assert place(restarted) == ok({"order": "A-1", "serial": 1})
     assert body.count == 1
+    assert restarted.store.pending() == []
+
+
+def test_key_claimed_by_a_live_owner_is_in_progress_until_its_lease_runs_out() -> None:
+    """A live owner's claim answers ``write:in_progress``; past its lease it reads unknown."""
+    store = SqliteStore()
+    body = Body()
+    gate = write_gate(body, store=store)
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+    assert store.claim(key, "place", gate_digest(gate, ARGS), new_owner(), 0.3).state == "run"
+    assert place(gate) == failed("write:in_progress")
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while place(gate) == failed("write:in_progress") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert place(gate) == failed("write:unknown")
+    assert body.count == 0
 
 
 # -- Threads and processes -----------------------------------------------------------------------
@@ -485,9 +509,14 @@ def test_threads_on_separate_gates_over_one_file_run_the_body_once(
     assert sum(gate.stats("place").replayed for gate in gates) == 5
 
 
-def test_a_waiter_takes_over_a_key_freed_by_a_retryable_failure() -> None:
-    """A call waiting on a running write runs the body itself once that write fails retryably."""
-    body = Body([UpstreamError(503)], sleep=0.15)
+@pytest.mark.parametrize(("exc", "reason"), [
+    pytest.param(UpstreamError(429), "upstream:429", id="rate-limited"),
+    pytest.param(ConnectionRefusedError(), "upstream:connection", id="refused")])
+def test_a_waiter_takes_over_a_key_freed_by_a_failure_never_acted_on(exc: Exception,
+                                                                      reason: str) -> None:
+    """A call waiting on a running write runs the body itself once that write is refused by an
+    upstream that never acted on it (a 429, a refused connection)."""
+    body = Body([exc], sleep=0.15)
     gate = write_gate(body, pending_wait=5.0)
 
     def call(i: int) -> dict[str, Any]:
@@ -496,7 +525,7 @@ def test_a_waiter_takes_over_a_key_freed_by_a_retryable_failure() -> None:
         return place(gate)
 
     answers = race(2, call)
-    assert answers[0] == failed("upstream:503")
+    assert answers[0] == failed(reason)
     assert answers[1] == ok({"order": "A-1", "serial": 2})
     assert body.count == 2
     assert place(gate) == answers[1]
@@ -581,9 +610,9 @@ def test_retry_while_a_timed_out_write_runs_answers_in_progress_after_the_wait()
     assert body.count == 1
 
 
-def test_timed_out_write_that_then_fails_retryably_frees_its_key() -> None:
-    """A late retryable failure is not stored: the retry after it runs the body again."""
-    body = Body([UpstreamError(502)], sleep=0.2)
+def test_timed_out_write_then_refused_by_its_upstream_frees_its_key() -> None:
+    """A late 429 says nothing was done: the retry after it runs the body again."""
+    body = Body([UpstreamError(429)], sleep=0.2)
     gate = write_gate(body, timeout=0.05)
     assert place(gate) == failed("timeout")
     body.wait_finished(1)
@@ -633,12 +662,32 @@ def test_read_needs_no_key() -> None:
 
 @pytest.mark.parametrize(("exc", "reason"), [
     pytest.param(UpstreamError(503), "upstream:503", id="upstream-503"),
-    pytest.param(UpstreamError(429, retry_after=1.0), "upstream:429", id="rate-limited"),
-    pytest.param(ConnectionRefusedError(), "upstream:connection", id="connection"),
+    pytest.param(ConnectionResetError(), "upstream:connection", id="connection-reset"),
     pytest.param(TimeoutError(), "timeout", id="body-raised-timeout"),
 ])
-def test_retryable_failure_frees_the_key(exc: BaseException, reason: str) -> None:
-    """A retryable failure is not stored: the same key runs the body again, then replays."""
+def test_failure_that_may_have_taken_effect_leaves_the_key_unknown(exc: BaseException,
+                                                                  reason: str) -> None:
+    """A retryable failure after which the upstream may have acted (a 5xx, a reset connection,
+    a timeout) answers its reason, and every repeat ``write:unknown``: never a second write."""
+    assert is_retryable(reason)
+    body = Body([exc])
+    gate = write_gate(body)
+    assert place(gate) == failed(reason)
+    assert [place(gate) for _ in range(3)] == [failed("write:unknown")] * 3
+    assert body.count == 1
+    stats = gate.stats("place")
+    assert (stats.runs, stats.unknown, stats.replayed) == (1, 1, 0)
+    answer = gate.call_for_model("place", dict(ARGS), run_id="run-1", step_id="step-1")
+    assert answer["error"]["code"] == "UNKNOWN_OUTCOME"
+    assert answer["error"]["retryable"] is False
+
+
+@pytest.mark.parametrize(("exc", "reason"), [
+    pytest.param(UpstreamError(429, retry_after=1.0), "upstream:429", id="rate-limited"),
+    pytest.param(ConnectionRefusedError(), "upstream:connection", id="connection-refused"),
+])
+def test_failure_never_acted_on_frees_the_key(exc: BaseException, reason: str) -> None:
+    """A 429 or a refused connection says nothing was done: the same key runs the body again."""
     assert is_retryable(reason)
     body = Body([exc])
     gate = write_gate(body)
@@ -688,21 +737,37 @@ def test_store_whose_claim_raises_answers_write_store() -> None:
     assert store.calls["finish"] == store.calls["release"] == 0
 
 
-def test_store_whose_finish_raises_answers_the_body_and_keeps_the_key() -> None:
-    """A store that cannot keep the outcome: the call answers the body's envelope, and a repeat
-    answers ``write:in_progress`` instead of running the body a second time."""
+def test_store_whose_finish_raises_tells_the_truth_and_leaves_the_key_unknown() -> None:
+    """A store that cannot keep the outcome: the caller is not told ``ok`` but ``write:unknown``
+    (the effect happened, its outcome is not recorded), and a repeat never runs the body."""
     body = Body()
     store = SpyStore(fail={"finish"})
     gate = write_gate(body, store=store, pending_wait=0.05)
-    assert place(gate) == ok({"order": "A-1", "serial": 1})
+    assert place(gate) == failed("write:unknown")
     assert store.calls["finish"] == 1
-    assert place(gate) == failed("write:in_progress")
+    assert place(gate) == failed("write:unknown")
     assert body.count == 1
     key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
     assert key is not None
     stored = store.inner.lookup(key)
     assert stored is not None
-    assert stored.state == "pending"
+    assert stored.state == "unknown"
+
+
+def test_store_whose_finish_and_mark_raise_leaves_the_key_pending_until_its_lease() -> None:
+    """Nothing the store does can be trusted: the key stays claimed (``write:in_progress``, no
+    second run) until its lease runs out, and then reads unknown, never free."""
+    body = Body()
+    store = SpyStore(fail={"finish", "mark_unknown"})
+    gate = Gate(write_table(body), scope=WRITE_SCOPE, store=store, pending_wait=0.05, lease=0.3,
+                secret=SECRET)
+    assert place(gate) == failed("write:unknown")
+    assert place(gate) == failed("write:in_progress")
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while place(gate) == failed("write:in_progress") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert place(gate) == failed("write:unknown")
+    assert body.count == 1
 
 
 class ForgetfulStore(SpyStore):
@@ -712,7 +777,7 @@ class ForgetfulStore(SpyStore):
         super().__init__()
         self.outcome = outcome
 
-    def claim(self, key: str, tool: str, args_digest: str) -> Claim:
+    def claim(self, key: str, tool: str, args_digest: str, owner: str, lease: float) -> Claim:
         self.claims.append((key, tool, args_digest))
         return Claim("done", self.outcome)
 
@@ -736,11 +801,12 @@ def test_a_malformed_stored_outcome_is_a_store_failure(outcome: Any) -> None:
 
 
 def test_store_whose_release_raises_keeps_the_key_after_a_retryable_failure() -> None:
-    """A retryable failure whose key cannot be freed: the repeat answers ``write:in_progress``."""
-    body = Body([UpstreamError(503)])
+    """A failure never acted on whose key cannot be freed: the repeat answers
+    ``write:in_progress``, never a second run."""
+    body = Body([UpstreamError(429)])
     store = SpyStore(fail={"release"})
     gate = write_gate(body, store=store, pending_wait=0.05)
-    assert place(gate) == failed("upstream:503")
+    assert place(gate) == failed("upstream:429")
     assert place(gate) == failed("write:in_progress")
     assert body.count == 1
 
@@ -753,7 +819,7 @@ def test_a_store_that_says_pending_forever_never_runs_the_body() -> None:
     key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
     assert key is not None
     digest = gate_digest(gate, ARGS)
-    assert store.inner.claim(key, "place", digest).state == "run"
+    assert store.inner.claim(key, "place", digest, new_owner(), 300.0).state == "run"
     assert place(gate) == failed("write:in_progress")
     assert body.count == 0
     assert store.calls["claim"] >= 2  # it looked again while it waited
@@ -809,15 +875,25 @@ def test_irreversible_write_needs_scope_and_an_exact_approval() -> None:
 # -- Outcomes JSON cannot write exactly ----------------------------------------------------------
 
 
+class UnwritableRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 @pytest.mark.parametrize("extra", [
     pytest.param(2**70, id="huge-int"),
-    pytest.param("\ud800", id="lone-surrogate"),
-    pytest.param({(1, 2): "tuple key"}, id="tuple-dict-key"),
+    pytest.param(-0.0, id="negative-zero"),
+    pytest.param({"k": [1, 2.5, None, True, "\u2028"]}, id="json-values"),
 ])
-def test_outcome_json_cannot_write_is_still_stored_and_replayed(extra: Any) -> None:
-    """A write whose value orjson refuses is still stored: the repeat replays, never re-runs
-    and never hangs on ``write:in_progress`` (the store promises such values come back as repr).
-    """
+def test_outcome_of_exact_json_values_is_replayed_exactly(extra: Any) -> None:
+    """JSON values come back from the store as they were answered, types and all."""
     calls: list[int] = []
 
     def body(order: str, qty: int, note: str = "") -> dict[str, Any]:
@@ -827,11 +903,38 @@ def test_outcome_json_cannot_write_is_still_stored_and_replayed(extra: Any) -> N
     gate = write_gate(body, pending_wait=0.05)
     first = place(gate)
     assert first["ok"]
-    assert first["value"]["extra"] == extra
     again = place(gate)
     assert len(calls) == 1
-    assert again["ok"], again
-    assert again["value"]["serial"] == 1
+    assert again == first
+    assert repr(again["value"]["extra"]) == repr(extra)  # -0.0 stays -0.0, 2**70 an int
+
+
+@pytest.mark.parametrize("extra", [
+    pytest.param("\ud800", id="lone-surrogate"),
+    pytest.param({(1, 2): "tuple key"}, id="tuple-dict-key"),
+    pytest.param({1: "a", "1": "b"}, id="colliding-keys"),
+    pytest.param((1, 2), id="tuple"),
+    pytest.param(float("nan"), id="nan"),
+    pytest.param(UnwritableRepr(), id="repr-raises"),
+    pytest.param(nested(10**5), id="nested-1e5"),
+    pytest.param(10**5000, id="int-too-long"),
+])
+def test_outcome_that_cannot_be_stored_exactly_is_never_answered_ok(extra: Any) -> None:
+    """A write whose value would not come back from the store as it was answered: the caller
+    is told ``write:unknown`` (the effect happened, its outcome is not recorded), never ``ok``;
+    a repeat never re-runs, never hangs, and never replays something else."""
+    calls: list[int] = []
+
+    def body(order: str, qty: int, note: str = "") -> dict[str, Any]:
+        calls.append(qty)
+        return {"order": order, "serial": len(calls), "extra": extra}
+
+    gate = write_gate(body, pending_wait=0.05)
+    assert place(gate) == failed("write:unknown")
+    assert place(gate) == failed("write:unknown")
+    assert len(calls) == 1
+    assert gate.stats("place").unknown == 1
+    assert [entry.state for entry in gate.store.pending()] == ["unknown"]
 
 
 # -- The stateful property -----------------------------------------------------------------------
@@ -843,10 +946,14 @@ QTYS = (1, 2)
 #: What a body does when it runs, and the reason it answers (None: success).
 BEHAVIOURS: dict[str, str | None] = {
     "ok": None,
-    "upstream": "upstream:503",  # retryable: the key is freed
+    "rate_limited": "upstream:429",  # never acted on: the key is freed
+    "upstream": "upstream:503",  # may have taken effect: the key is left unknown
+    "cancelled": "cancelled",  # CancelledError mid-body: propagates, the key is left unknown
     "raises": "raised:ValueError",  # stored
     "bad_result": "result:shape",  # stored
 }
+#: Behaviours whose run keeps no outcome: the key is freed, or left unknown.
+FREED, UNKNOWN_AFTER = ("rate_limited",), ("upstream", "cancelled")
 #: ``keyed`` names its business object by ``order`` alone; ``whole`` by all its args.
 TOOLS = ("keyed", "whole")
 MAX_GATES = 3
@@ -879,6 +986,9 @@ class WriteMachine(RuleBasedStateMachine):
         self.runs: list[Counter[str]] = []  # per gate, per tool: expected body runs
         # The model.
         self.stored: dict[ModelKey, tuple[dict[str, Any], dict[str, Any]]] = {}
+        #: Keys whose body started and did not answer for good: never run again by the gate.
+        self.unknown: dict[ModelKey, dict[str, Any]] = {}
+        self.real_keys: dict[ModelKey, str] = {}
         self.expected_runs: Counter[ModelKey] = Counter()
         self.last: tuple[str, str, str, dict[str, Any]] | None = None
         self.calls_since_open = 0  # gates are dear to open: a few calls between openings
@@ -887,10 +997,14 @@ class WriteMachine(RuleBasedStateMachine):
     def body(self, order: str, qty: int, note: str = "") -> Any:
         self.body_runs[self.current] += 1
         self.serial += 1
-        if self.behaviour != "upstream":
+        if self.behaviour not in FREED + UNKNOWN_AFTER:
             self.keeping_runs[self.current] += 1
+        if self.behaviour == "rate_limited":
+            raise UpstreamError(429)
         if self.behaviour == "upstream":
             raise UpstreamError(503)
+        if self.behaviour == "cancelled":
+            raise asyncio.CancelledError()
         if self.behaviour == "raises":
             raise ValueError(order)
         if self.behaviour == "bad_result":
@@ -913,6 +1027,10 @@ class WriteMachine(RuleBasedStateMachine):
              args: dict[str, Any]) -> None:
         which %= len(self.gates)
         key = self.model_key(tool, run_id, step_id, args)
+        gate = self.gates[which]
+        real_key = gate.idempotency_key(tool, args, run_id, step_id)
+        assert real_key is not None
+        self.real_keys[key] = real_key
         if key in self.stored:
             stored_args, outcome = self.stored[key]
             if stored_args != args:
@@ -920,17 +1038,25 @@ class WriteMachine(RuleBasedStateMachine):
             else:
                 expected = outcome
                 self.replays[which][tool] += 1
+        elif key in self.unknown:
+            expected = failed("write:unknown" if self.unknown[key] == args else "write:conflict")
         else:
             self.expected_runs[key] += 1
             self.runs[which][tool] += 1
             reason = BEHAVIOURS[self.behaviour]
             expected = (ok({"order": args["order"], "serial": self.serial + 1}) if reason is None
                         else failed(reason))
-            if reason != "upstream:503":
+            if self.behaviour in UNKNOWN_AFTER:
+                self.unknown[key] = dict(args)
+            elif self.behaviour not in FREED:
                 self.stored[key] = (dict(args), expected)
         self.current = key
-        answer = self.gates[which].call_tool(tool, dict(args), run_id=run_id, step_id=step_id)
-        assert dict(answer) == expected, (key, self.behaviour)
+        if expected == failed("cancelled"):
+            with pytest.raises(asyncio.CancelledError):
+                gate.call_tool(tool, dict(args), run_id=run_id, step_id=step_id)
+        else:
+            answer = gate.call_tool(tool, dict(args), run_id=run_id, step_id=step_id)
+            assert dict(answer) == expected, (key, self.behaviour)
         self.last = (tool, run_id, step_id, dict(args))
         self.calls_since_open += 1
 
@@ -945,12 +1071,29 @@ class WriteMachine(RuleBasedStateMachine):
         self.call(which, tool, run_id, step_id, {"order": order, "qty": qty})
 
     @precondition(lambda self: self.last is not None)
-    @rule(which=st.integers(0, MAX_GATES - 1), behaviour=st.sampled_from(["ok", "upstream"]))
+    @rule(which=st.integers(0, MAX_GATES - 1),
+          behaviour=st.sampled_from(["ok", "rate_limited", "upstream", "cancelled"]))
     def retry(self, which: int, behaviour: str) -> None:
         """The last call again, exactly: a retry, which may fail retryably again or succeed."""
         assert self.last is not None
         self.behaviour = behaviour
         self.call(which, *self.last)
+
+    @precondition(lambda self: bool(self.unknown))
+    @rule(data=st.data(), resolve=st.booleans())
+    def operator(self, data: st.DataObject, resolve: bool) -> None:
+        """An operator lists the unknown keys, checks the world, and resolves or forgets one."""
+        store = self.gates[0].store
+        listed = {entry.key: entry.state for entry in store.pending()}
+        assert listed == {self.real_keys[key]: "unknown" for key in self.unknown}
+        key = data.draw(st.sampled_from(sorted(self.unknown)))
+        args = self.unknown.pop(key)
+        if resolve:
+            outcome = ok({"order": args["order"], "serial": -1})  # what the world was found to hold
+            assert store.resolve(self.real_keys[key], outcome)
+            self.stored[key] = (args, outcome)
+        else:
+            assert store.forget(self.real_keys[key])
 
     @precondition(lambda self: len(self.gates) < MAX_GATES and self.calls_since_open >= 2)
     @rule()
@@ -977,11 +1120,11 @@ class WriteMachine(RuleBasedStateMachine):
 
     @invariant()
     def bodies_ran_as_the_model_says(self) -> None:
-        """Each key's body ran once per retryable failure plus once if it ended stored, and the
-        runs whose outcome is kept (any but a retryable failure) number at most one per key."""
+        """Each key's body ran once per freed failure plus once if it ended stored or unknown,
+        and the runs whose outcome is kept number at most one per key: no second write."""
         assert self.body_runs == self.expected_runs
         assert all(runs == 1 for runs in self.keeping_runs.values())
-        assert set(self.keeping_runs) == set(self.stored)
+        assert set(self.keeping_runs) <= set(self.stored)
 
     @invariant()
     def gates_counted_replays_and_runs(self) -> None:
@@ -1025,16 +1168,30 @@ def test_model_keys_split_the_pool_as_the_gates_keys_do() -> None:
     assert len(pairs) == len(model_keys) == len(gate_keys)  # a bijection between the two
 
 
-def test_a_write_body_that_exits_frees_its_key_and_stops_the_run() -> None:
-    """``SystemExit`` from a write body leaves the gate, and the key is released, not left
-    claimed: the write never answered, so a later run may make it."""
-    body = Body([SystemExit(2)])
+@pytest.mark.parametrize("exc", [
+    pytest.param(SystemExit(2), id="exit"),
+    pytest.param(KeyboardInterrupt(), id="interrupt"),
+    pytest.param(asyncio.CancelledError(), id="cancelled"),
+    pytest.param(GeneratorExit(), id="generator-exit"),
+])
+def test_a_write_body_interrupted_by_a_base_exception_is_never_run_again(
+        exc: BaseException) -> None:
+    """A ``BaseException`` from a write body propagates, and its key is left unknown: the body
+    may have made its effect before it was interrupted, so no retry runs it a second time."""
+    sent: list[str] = []
+
+    def pay(order: str, qty: int, note: str = "") -> Any:
+        sent.append(order)  # the effect, made before the interruption
+        raise exc
+
     store = SqliteStore()
-    gate = write_gate(body, store=store)
-    with pytest.raises(SystemExit):
+    gate = write_gate(pay, store=store)
+    with pytest.raises(type(exc)):
         place(gate)
+    assert place(gate) == failed("write:unknown")
+    assert sent == ["A-1"]
     key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
     assert key is not None
-    assert store.lookup(key) is None
-    assert place(gate) == ok({"order": "A-1", "serial": 2})
-    assert body.count == 2
+    stored = store.lookup(key)
+    assert stored is not None
+    assert stored.state == "unknown"

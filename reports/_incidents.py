@@ -1,0 +1,133 @@
+"""The side effects that break other frameworks, measured: each scenario counts body runs.
+
+A cancelled payment retried, a process killed inside a payment and its key
+resolved by an operator, and a store that fails after the body ran. Every
+figure is a count taken from the bodies or from the store, never typed in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agtool import Gate, SqliteStore
+from agtool._cli import main as agtool_main
+
+__all__ = ["measure_incidents"]
+
+_SCOPE = {"reversible_write"}
+_ARGS = {"order": "ORD-1", "amount": 30}
+_CALL = {"run_id": "run-1", "step_id": "pay"}
+_RETRIES = 3
+_WAIT = 20.0
+
+#: A process that starts a payment, makes it, and sleeps until it is killed.
+_CRASH = """
+import sys, time
+import agtool
+
+def pay(order, amount):
+    open(sys.argv[2], "w").write(order)
+    time.sleep(60)
+    return {"receipt": "never"}
+
+table = {"pay": {"fn": pay, "effect": "write", "key_args": ["order"],
+                 "args": {"order": {"type": "str"}, "amount": {"type": "int"}},
+                 "returns": {"receipt": {"type": "str"}}}}
+gate = agtool.Gate(table, scope={"reversible_write"}, store=sys.argv[1])
+gate.call_tool("pay", {"order": "ORD-1", "amount": 30}, run_id="run-1", step_id="pay")
+"""
+
+
+class _Payments:
+    def __init__(self, interrupt: BaseException | None = None) -> None:
+        self.made = 0
+        self.interrupt = interrupt
+
+    def pay(self, order: str, amount: int) -> dict[str, Any]:
+        self.made += 1
+        if self.interrupt is not None:
+            interrupt, self.interrupt = self.interrupt, None
+            raise interrupt
+        return {"receipt": f"r-{order}"}
+
+
+def _table(fn: Any) -> dict[str, Any]:
+    return {"pay": {"fn": fn, "effect": "write", "key_args": ["order"],
+                    "args": {"order": {"type": "str"}, "amount": {"type": "int"}},
+                    "returns": {"receipt": {"type": "str"}}}}
+
+
+def measure_incidents() -> dict[str, Any]:
+    """Run each scenario and count what happened."""
+    with tempfile.TemporaryDirectory() as folder:
+        return {"cancelled": _cancelled(), "crash": _crash(Path(folder)),
+                "failing_store": _failing_store()}
+
+
+def _cancelled() -> dict[str, Any]:
+    payments = _Payments(asyncio.CancelledError())
+    gate = Gate(_table(payments.pay), scope=_SCOPE)
+    propagated = False
+    try:
+        gate.call_tool("pay", dict(_ARGS), **_CALL)
+    except asyncio.CancelledError:
+        propagated = True
+    answers = [gate.call_tool("pay", dict(_ARGS), **_CALL)["error"] for _ in range(_RETRIES)]
+    return {"retries": _RETRIES, "propagated": propagated, "answers": sorted(set(answers)),
+            "payments": payments.made}
+
+
+def _crash(folder: Path) -> dict[str, Any]:
+    db, mark = folder / "writes.sqlite3", folder / "paid"
+    worker = subprocess.Popen([sys.executable, "-c", _CRASH, str(db), str(mark)],  # noqa: S603
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    deadline = time.monotonic() + _WAIT
+    while not mark.exists() and worker.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(_WAIT)
+    payments = _Payments()
+    gate = Gate(_table(payments.pay), scope=_SCOPE, store=db)
+    before = [gate.call_tool("pay", dict(_ARGS), **_CALL)["error"] for _ in range(_RETRIES)]
+    listed = [entry.state for entry in gate.store.pending()]
+    key = gate.idempotency_key("pay", _ARGS, **_CALL) or ""
+    with open(os.devnull, "w") as quiet:  # the command's own "resolved ..." line
+        stdout, sys.stdout = sys.stdout, quiet
+        try:
+            status = agtool_main(["writes", "resolve", "--store", str(db), key,
+                                  "--value", '{"receipt": "from-the-bank"}'])
+        finally:
+            sys.stdout = stdout
+    after = gate.call_tool("pay", dict(_ARGS), **_CALL)
+    return {"killed_with": "SIGKILL", "effect_made": mark.exists(), "retries": _RETRIES,
+            "answers_before": sorted(set(before)), "listed": listed, "resolve_status": status,
+            "answer_after": after["value"], "body_runs_after_crash": payments.made}
+
+
+class _FullDisk(SqliteStore):
+    def finish(self, key: str, owner: str, outcome: dict[str, Any]) -> bool:
+        raise sqlite3.OperationalError("database or disk is full")
+
+
+def _failing_store() -> dict[str, Any]:
+    payments = _Payments()
+    gate = Gate(_table(payments.pay), scope=_SCOPE, store=_FullDisk())
+    log = logging.getLogger("agtool")
+    log.disabled = True  # the store's error is logged, as it should be, but not in the report
+    try:
+        first = gate.call_tool("pay", dict(_ARGS), **_CALL)
+    finally:
+        log.disabled = False
+    answers = [gate.call_tool("pay", dict(_ARGS), **_CALL)["error"] for _ in range(_RETRIES)]
+    return {"first_ok": first["ok"], "first": first["error"], "retries": _RETRIES,
+            "answers": sorted(set(answers)), "payments": payments.made}
