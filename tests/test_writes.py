@@ -16,6 +16,7 @@ import os
 import pathlib
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -947,24 +948,67 @@ QTYS = (1, 2)
 BEHAVIOURS: dict[str, str | None] = {
     "ok": None,
     "rate_limited": "upstream:429",  # never acted on: the key is freed
-    "upstream": "upstream:503",  # may have taken effect: the key is left unknown
-    "cancelled": "cancelled",  # CancelledError mid-body: propagates, the key is left unknown
+    "upstream": "upstream:503",  # acted, then failed: the key is left unknown
+    "cancelled": "cancelled",  # CancelledError after the effect: propagates, key unknown
+    "cancelled_early": "cancelled",  # CancelledError before any effect: the same to the gate
     "raises": "raised:ValueError",  # stored
     "bad_result": "result:shape",  # stored
 }
 #: Behaviours whose run keeps no outcome: the key is freed, or left unknown.
-FREED, UNKNOWN_AFTER = ("rate_limited",), ("upstream", "cancelled")
-#: ``keyed`` names its business object by ``order`` alone; ``whole`` by all its args.
-TOOLS = ("keyed", "whole")
+FREED = ("rate_limited",)
+UNKNOWN_AFTER = ("upstream", "cancelled", "cancelled_early")
+#: Behaviours whose run made its effect in the world (what a reconcile finds).
+EFFECT_MADE = ("ok", "upstream", "cancelled")
+#: The store methods that can fail for one call: the disk fills, the connection closes.
+STORE_STEPS = ("claim", "finish", "mark_unknown", "release", "take_over")
+#: ``keyed`` and ``reconciled`` name their business object by ``order`` alone; ``whole`` by
+#: all its args; ``reconciled`` asks the world about an unknown outcome before it re-runs.
+TOOLS = ("keyed", "whole", "reconciled")
 MAX_GATES = 3
 
 ModelKey = tuple[str, ...]
 
 
+class BreakableStore(SqliteStore):
+    """A SQLite store whose methods named in ``broken`` each fail once, as a full disk does."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.broken: set[str] = set()
+
+    def _step(self, name: str) -> None:
+        if name in self.broken:
+            self.broken.discard(name)
+            raise sqlite3.OperationalError("database or disk is full")
+
+    def claim(self, key: str, tool: str, args_digest: str, owner: str, lease: float) -> Claim:
+        self._step("claim")
+        return super().claim(key, tool, args_digest, owner, lease)
+
+    def finish(self, key: str, owner: str, outcome: dict[str, Any]) -> bool:
+        self._step("finish")
+        return super().finish(key, owner, outcome)
+
+    def mark_unknown(self, key: str, owner: str) -> bool:
+        self._step("mark_unknown")
+        return super().mark_unknown(key, owner)
+
+    def release(self, key: str, owner: str) -> bool:
+        self._step("release")
+        return super().release(key, owner)
+
+    def take_over(self, key: str, owner: str, lease: float) -> bool:
+        self._step("take_over")
+        return super().take_over(key, owner, lease)
+
+
 class WriteMachine(RuleBasedStateMachine):
     """Gates over one SQLite file, opened, closed and restarted between calls, checked against a
-    model: which keys hold which outcome, how often each key's body must have run, and how many
-    replays each gate must have counted. The model's keys are built here, not by the gate."""
+    model: which keys hold which outcome, which are unknown or stuck, how often each key's body
+    must have run, and how many replays each gate must have counted. Bodies may be cancelled
+    before or after their effect, the store may fail at any step of a call, an operator may
+    resolve or forget a key, and one tool reconciles with the world. The model's keys are
+    built here, not by the gate."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -974,12 +1018,17 @@ class WriteMachine(RuleBasedStateMachine):
         self.serial = 0
         self.current: ModelKey = ()
         self.body_runs: Counter[ModelKey] = Counter()  # what the bodies did
-        self.keeping_runs: Counter[ModelKey] = Counter()  # runs whose outcome is not retryable
+        self.keeping_runs: Counter[ModelKey] = Counter()  # runs whose outcome is kept
+        #: The world: each key's effect, as a reconcile finds it.
+        self.effects: dict[ModelKey, dict[str, Any]] = {}
+        self.reconciles = 0  # how many reconciles found an effect
+        self.forgotten: Counter[ModelKey] = Counter()  # keys an operator let run again
+        entry = {"fn": self.body, "args": ORDER_ARGS, "returns": ORDER_RETURNS,
+                 "effect": "write"}
         self.table = {
-            "keyed": {"fn": self.body, "args": ORDER_ARGS, "returns": ORDER_RETURNS,
-                      "effect": "write", "key_args": ["order"]},
-            "whole": {"fn": self.body, "args": ORDER_ARGS, "returns": ORDER_RETURNS,
-                      "effect": "write"},
+            "keyed": {**entry, "key_args": ["order"]},
+            "whole": dict(entry),
+            "reconciled": {**entry, "key_args": ["order"], "reconcile": self.find},
         }
         self.gates: list[Gate] = []
         self.replays: list[Counter[str]] = []  # per gate, per tool: expected replays
@@ -988,6 +1037,8 @@ class WriteMachine(RuleBasedStateMachine):
         self.stored: dict[ModelKey, tuple[dict[str, Any], dict[str, Any]]] = {}
         #: Keys whose body started and did not answer for good: never run again by the gate.
         self.unknown: dict[ModelKey, dict[str, Any]] = {}
+        #: Keys the store could neither settle nor mark: claimed by a live owner until its lease.
+        self.stuck: dict[ModelKey, dict[str, Any]] = {}
         self.real_keys: dict[ModelKey, str] = {}
         self.expected_runs: Counter[ModelKey] = Counter()
         self.last: tuple[str, str, str, dict[str, Any]] | None = None
@@ -999,11 +1050,13 @@ class WriteMachine(RuleBasedStateMachine):
         self.serial += 1
         if self.behaviour not in FREED + UNKNOWN_AFTER:
             self.keeping_runs[self.current] += 1
+        if self.behaviour in EFFECT_MADE:
+            self.effects[self.current] = {"order": order, "serial": self.serial}
         if self.behaviour == "rate_limited":
             raise UpstreamError(429)
         if self.behaviour == "upstream":
             raise UpstreamError(503)
-        if self.behaviour == "cancelled":
+        if self.behaviour in ("cancelled", "cancelled_early"):
             raise asyncio.CancelledError()
         if self.behaviour == "raises":
             raise ValueError(order)
@@ -1011,52 +1064,95 @@ class WriteMachine(RuleBasedStateMachine):
             return {"order": order}
         return {"order": order, "serial": self.serial}
 
+    def find(self, order: str, qty: int, note: str = "") -> dict[str, Any] | None:
+        """The reconcile: the effect the world holds for the key being called, if any."""
+        return self.effects.get(self.current)
+
     def open_gate(self) -> None:
         self.calls_since_open = 0
-        self.gates.append(Gate(self.table, scope=WRITE_SCOPE, store=self.path, pending_wait=0))
+        store = BreakableStore(self.path)
+        self.gates.append(Gate(self.table, scope=WRITE_SCOPE, store=store, pending_wait=0))
         self.replays.append(Counter())
         self.runs.append(Counter())
 
     @staticmethod
     def model_key(tool: str, run_id: str, step_id: str, args: dict[str, Any]) -> ModelKey:
-        business = (args["order"],) if tool == "keyed" else tuple(
+        business = (args["order"],) if tool != "whole" else tuple(
             f"{name}={args[name]!r}" for name in sorted(args))
         return (run_id, step_id, tool, *business)
 
+    def expect_run(self, which: int, tool: str, key: ModelKey, args: dict[str, Any],
+                   broken: set[str]) -> dict[str, Any]:
+        """The answer of a call that runs the body, and the key's state after it."""
+        self.expected_runs[key] += 1
+        self.runs[which][tool] += 1
+        reason = BEHAVIOURS[self.behaviour]
+        expected = (ok({"order": args["order"], "serial": self.serial + 1}) if reason is None
+                    else failed(reason))
+        if self.behaviour in FREED:
+            if "release" in broken:
+                self.stuck[key] = dict(args)
+        elif self.behaviour in UNKNOWN_AFTER:
+            (self.stuck if "mark_unknown" in broken else self.unknown)[key] = dict(args)
+        elif "finish" in broken:
+            (self.stuck if "mark_unknown" in broken else self.unknown)[key] = dict(args)
+            expected = failed("write:unknown")
+        else:
+            self.stored[key] = (dict(args), expected)
+        return expected
+
+    def expect(self, which: int, tool: str, key: ModelKey, args: dict[str, Any],
+               broken: set[str]) -> dict[str, Any]:
+        """What the call must answer, with the model moved on as the call moves the store."""
+        if "claim" in broken:
+            return failed("write:store")
+        for held in (self.stored, self.unknown, self.stuck):
+            if key in held:
+                if (held[key][0] if held is self.stored else held[key]) != args:
+                    return failed("write:conflict")
+                break
+        if key in self.stored:
+            self.replays[which][tool] += 1
+            return self.stored[key][1]
+        if key in self.stuck:
+            return failed("write:in_progress")
+        if key not in self.unknown:
+            return self.expect_run(which, tool, key, args, broken)
+        if tool != "reconciled":
+            return failed("write:unknown")
+        if "take_over" in broken:
+            return failed("write:store")
+        del self.unknown[key]
+        found = self.effects.get(key)
+        if found is None:  # nothing happened: the body runs after all
+            return self.expect_run(which, tool, key, args, broken)
+        self.reconciles += 1
+        if "finish" in broken:
+            (self.stuck if "mark_unknown" in broken else self.unknown)[key] = dict(args)
+            return failed("write:unknown")
+        self.stored[key] = (dict(args), ok(found))
+        return ok(found)
+
     def call(self, which: int, tool: str, run_id: str, step_id: str,
-             args: dict[str, Any]) -> None:
+             args: dict[str, Any], broken: frozenset[str] = frozenset()) -> None:
         which %= len(self.gates)
         key = self.model_key(tool, run_id, step_id, args)
         gate = self.gates[which]
         real_key = gate.idempotency_key(tool, args, run_id, step_id)
         assert real_key is not None
         self.real_keys[key] = real_key
-        if key in self.stored:
-            stored_args, outcome = self.stored[key]
-            if stored_args != args:
-                expected = failed("write:conflict")
-            else:
-                expected = outcome
-                self.replays[which][tool] += 1
-        elif key in self.unknown:
-            expected = failed("write:unknown" if self.unknown[key] == args else "write:conflict")
-        else:
-            self.expected_runs[key] += 1
-            self.runs[which][tool] += 1
-            reason = BEHAVIOURS[self.behaviour]
-            expected = (ok({"order": args["order"], "serial": self.serial + 1}) if reason is None
-                        else failed(reason))
-            if self.behaviour in UNKNOWN_AFTER:
-                self.unknown[key] = dict(args)
-            elif self.behaviour not in FREED:
-                self.stored[key] = (dict(args), expected)
+        expected = self.expect(which, tool, key, args, set(broken))
+        store = gate.store
+        assert isinstance(store, BreakableStore)
+        store.broken = set(broken)
         self.current = key
         if expected == failed("cancelled"):
             with pytest.raises(asyncio.CancelledError):
                 gate.call_tool(tool, dict(args), run_id=run_id, step_id=step_id)
         else:
             answer = gate.call_tool(tool, dict(args), run_id=run_id, step_id=step_id)
-            assert dict(answer) == expected, (key, self.behaviour)
+            assert dict(answer) == expected, (key, self.behaviour, sorted(broken))
+        store.broken = set()
         self.last = (tool, run_id, step_id, dict(args))
         self.calls_since_open += 1
 
@@ -1071,29 +1167,31 @@ class WriteMachine(RuleBasedStateMachine):
         self.call(which, tool, run_id, step_id, {"order": order, "qty": qty})
 
     @precondition(lambda self: self.last is not None)
-    @rule(which=st.integers(0, MAX_GATES - 1),
-          behaviour=st.sampled_from(["ok", "rate_limited", "upstream", "cancelled"]))
-    def retry(self, which: int, behaviour: str) -> None:
-        """The last call again, exactly: a retry, which may fail retryably again or succeed."""
+    @rule(which=st.integers(0, MAX_GATES - 1), behaviour=st.sampled_from(sorted(BEHAVIOURS)),
+          broken=st.sets(st.sampled_from(STORE_STEPS), max_size=2).map(frozenset))
+    def retry(self, which: int, behaviour: str, broken: frozenset[str]) -> None:
+        """The last call again, exactly: a retry, on a store that may fail at some steps."""
         assert self.last is not None
         self.behaviour = behaviour
-        self.call(which, *self.last)
+        self.call(which, *self.last, broken=broken)
 
-    @precondition(lambda self: bool(self.unknown))
+    @precondition(lambda self: bool(self.unknown or self.stuck))
     @rule(data=st.data(), resolve=st.booleans())
     def operator(self, data: st.DataObject, resolve: bool) -> None:
-        """An operator lists the unknown keys, checks the world, and resolves or forgets one."""
+        """An operator lists the keys in doubt, checks the world, and resolves or forgets one."""
         store = self.gates[0].store
         listed = {entry.key: entry.state for entry in store.pending()}
-        assert listed == {self.real_keys[key]: "unknown" for key in self.unknown}
-        key = data.draw(st.sampled_from(sorted(self.unknown)))
-        args = self.unknown.pop(key)
+        assert listed == {**{self.real_keys[key]: "unknown" for key in self.unknown},
+                          **{self.real_keys[key]: "pending" for key in self.stuck}}
+        key = data.draw(st.sampled_from(sorted({*self.unknown, *self.stuck})))
+        args = self.unknown.pop(key, None) or self.stuck.pop(key)
         if resolve:
             outcome = ok({"order": args["order"], "serial": -1})  # what the world was found to hold
             assert store.resolve(self.real_keys[key], outcome)
             self.stored[key] = (args, outcome)
         else:
             assert store.forget(self.real_keys[key])
+            self.forgotten[key] += 1
 
     @precondition(lambda self: len(self.gates) < MAX_GATES and self.calls_since_open >= 2)
     @rule()
@@ -1120,14 +1218,13 @@ class WriteMachine(RuleBasedStateMachine):
 
     @invariant()
     def bodies_ran_as_the_model_says(self) -> None:
-        """Each key's body ran once per freed failure plus once if it ended stored or unknown,
-        and the runs whose outcome is kept number at most one per key: no second write."""
+        """Each key's body ran as often as the model says, and the runs whose outcome is kept
+        number at most one per key, unless an operator forgot it: no second write."""
         assert self.body_runs == self.expected_runs
-        assert all(runs == 1 for runs in self.keeping_runs.values())
-        assert set(self.keeping_runs) <= set(self.stored)
+        assert all(runs <= 1 + self.forgotten[key] for key, runs in self.keeping_runs.items())
 
     @invariant()
-    def gates_counted_replays_and_runs(self) -> None:
+    def gates_counted_replays_runs_and_reconciles(self) -> None:
         """Each gate's counters agree with the model's; no gate remembered a write."""
         for gate, replays, runs in zip(self.gates, self.replays, self.runs, strict=True):
             for tool in TOOLS:
@@ -1137,7 +1234,6 @@ class WriteMachine(RuleBasedStateMachine):
 
     def close_all(self) -> None:
         for gate in self.gates:
-            assert isinstance(gate.store, SqliteStore)
             gate.store.close()
         self.gates, self.replays, self.runs = [], [], []
 
@@ -1155,7 +1251,7 @@ TestWriteMachine = pytest.mark.slow(WriteMachine.TestCase)
 def test_model_keys_split_the_pool_as_the_gates_keys_do() -> None:
     """The machine's model keys tell the pool's calls apart exactly as the gate's keys do."""
     table = {tool: {"fn": Body(), "args": ORDER_ARGS, "returns": ORDER_RETURNS,
-                    "effect": "write", **({"key_args": ["order"]} if tool == "keyed" else {})}
+                    "effect": "write", **({"key_args": ["order"]} if tool != "whole" else {})}
              for tool in TOOLS}
     gate = Gate(table, scope=WRITE_SCOPE)
     pool = [(tool, run_id, step_id, {"order": order, "qty": qty})
