@@ -31,6 +31,8 @@ from agtool._store import new_owner
 
 SPAWN = multiprocessing.get_context("spawn")
 WAIT = 60.0  # how long a worker or the test waits for something that must happen
+#: The secret of every gate on the test database, in every process: digests must agree.
+SECRET = "test-postgres-secret-0123456789"  # noqa: S105 - a test's own secret
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +94,9 @@ def _gate(url: str, table: str, log: str, hang: bool = False) -> agtool.Gate:
         "args": {"order": {"type": "str"}, "qty": {"type": "int", "min": 1}},
         "returns": {"order": {"type": "str"}, "qty": {"type": "int"}, "pid": {"type": "int"}},
         "effect": "write", "key_args": ["order"]}}
+    # A server store needs the secret every machine sharing it digests with.
     return agtool.Gate(tools, scope={"reversible_write"}, pending_wait=WAIT,
-                       store=PostgresStore(url, table=table))
+                       store=PostgresStore(url, table=table), secret=SECRET)
 
 
 def order(gate: agtool.Gate, name: str) -> dict[str, Any]:
