@@ -50,6 +50,7 @@ from ._jsonschema import (
 from ._lint import Finding, echo_match_rate, lint_file, lint_schema, lint_table
 from ._memo import DEFAULT_MEMO_SIZE, DEFAULT_MEMO_TTL, Memo
 from ._outcome import Envelope
+from ._postgres import PostgresStore
 from ._reasons import (
     ARG_CHECKS,
     ARG_REASONS,
@@ -95,6 +96,7 @@ __all__ = [
     "JsonLinesSink",
     "Memo",
     "NotApplied",
+    "PostgresStore",
     "Reason",
     "RecordSink",
     "SchemaError",

@@ -236,7 +236,7 @@ def open_store(where: str | os.PathLike[str]) -> WriteStore:
     if text.startswith(("postgresql://", "postgres://")):
         from ._postgres import PostgresStore  # psycopg only for those who use it
 
-        return PostgresStore(text)  # type: ignore[no-any-return]
+        return PostgresStore(text)
     return SqliteStore(text)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ._incidents import measure_incidents
+from ._postgres_race import measure_postgres_race
 from ._reference import measure_reference
 from ._render import BENCHMARK_HEADING, render_markdown
 from ._writes import measure_writes
@@ -26,8 +27,9 @@ __all__ = ["REPORT_DIR", "build_report", "main", "render_markdown", "write_repor
 
 REPORT_DIR = Path(__file__).resolve().parent
 JSON_NAME, MD_NAME = "tool_report.json", "tool_report.md"
-#: Timings differ between runs; everything else in the report is deterministic.
-VOLATILE_KEYS = ("benchmark",)
+#: Timings differ between runs, and the Postgres race needs a server the machine may not
+#: have; everything else in the report is deterministic.
+VOLATILE_KEYS = ("benchmark", "postgres_race")
 
 Progress = Callable[[str], None]
 
@@ -44,6 +46,8 @@ def build_report(progress: Progress, *, benchmark: bool = True,
     progress("running writes, approvals and records")
     report["side_effects"] = measure_writes()
     report["side_effects"]["incidents"] = measure_incidents()
+    progress("racing processes on PostgreSQL, where a server is given")
+    report["postgres_race"] = measure_postgres_race()
     from hypothesis import settings  # the harness needs Hypothesis: imported only when asked
 
     from ._harness import REPORT_SETTINGS, measure_harness

@@ -19,14 +19,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agtool import Gate, SqliteStore
+from agtool import Envelope, Gate, SqliteStore
 from agtool._cli import main as agtool_main
 
 __all__ = ["measure_incidents"]
 
 _SCOPE = {"reversible_write"}
 _ARGS = {"order": "ORD-1", "amount": 30}
-_CALL = {"run_id": "run-1", "step_id": "pay"}
+_RUN, _STEP = "run-1", "pay"
 _RETRIES = 3
 _WAIT = 20.0
 
@@ -67,6 +67,10 @@ def _table(fn: Any) -> dict[str, Any]:
                     "returns": {"receipt": {"type": "str"}}}}
 
 
+def _pay(gate: Gate) -> Envelope:
+    return gate.call_tool("pay", dict(_ARGS), run_id=_RUN, step_id=_STEP)
+
+
 def measure_incidents() -> dict[str, Any]:
     """Run each scenario and count what happened."""
     with tempfile.TemporaryDirectory() as folder:
@@ -79,10 +83,10 @@ def _cancelled() -> dict[str, Any]:
     gate = Gate(_table(payments.pay), scope=_SCOPE)
     propagated = False
     try:
-        gate.call_tool("pay", dict(_ARGS), **_CALL)
+        _pay(gate)
     except asyncio.CancelledError:
         propagated = True
-    answers = [gate.call_tool("pay", dict(_ARGS), **_CALL)["error"] for _ in range(_RETRIES)]
+    answers = [_pay(gate)["error"] for _ in range(_RETRIES)]
     return {"retries": _RETRIES, "propagated": propagated, "answers": sorted(set(answers)),
             "payments": payments.made}
 
@@ -98,9 +102,9 @@ def _crash(folder: Path) -> dict[str, Any]:
     worker.wait(_WAIT)
     payments = _Payments()
     gate = Gate(_table(payments.pay), scope=_SCOPE, store=db)
-    before = [gate.call_tool("pay", dict(_ARGS), **_CALL)["error"] for _ in range(_RETRIES)]
+    before = [_pay(gate)["error"] for _ in range(_RETRIES)]
     listed = [entry.state for entry in gate.store.pending()]
-    key = gate.idempotency_key("pay", _ARGS, **_CALL) or ""
+    key = gate.idempotency_key("pay", _ARGS, _RUN, _STEP) or ""
     with open(os.devnull, "w") as quiet:  # the command's own "resolved ..." line
         stdout, sys.stdout = sys.stdout, quiet
         try:
@@ -108,7 +112,7 @@ def _crash(folder: Path) -> dict[str, Any]:
                                   "--value", '{"receipt": "from-the-bank"}'])
         finally:
             sys.stdout = stdout
-    after = gate.call_tool("pay", dict(_ARGS), **_CALL)
+    after = _pay(gate)
     return {"killed_with": "SIGKILL", "effect_made": mark.exists(), "retries": _RETRIES,
             "answers_before": sorted(set(before)), "listed": listed, "resolve_status": status,
             "answer_after": after["value"], "body_runs_after_crash": payments.made}
@@ -125,9 +129,9 @@ def _failing_store() -> dict[str, Any]:
     log = logging.getLogger("agtool")
     log.disabled = True  # the store's error is logged, as it should be, but not in the report
     try:
-        first = gate.call_tool("pay", dict(_ARGS), **_CALL)
+        first = _pay(gate)
     finally:
         log.disabled = False
-    answers = [gate.call_tool("pay", dict(_ARGS), **_CALL)["error"] for _ in range(_RETRIES)]
+    answers = [_pay(gate)["error"] for _ in range(_RETRIES)]
     return {"first_ok": first["ok"], "first": first["error"], "retries": _RETRIES,
             "answers": sorted(set(answers)), "payments": payments.made}

@@ -24,6 +24,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         *_side_effects_section(report.get("side_effects")),
         *_harness_section(report.get("harness")),
         *_benchmark_section(report.get("benchmark")),
+        # Last, past the benchmark's heading: like the timings it depends on the machine.
+        *_postgres_section(report.get("postgres_race")),
     ]
     return "\n".join(parts).rstrip() + "\n"
 
@@ -131,6 +133,24 @@ def _side_effects_section(figures: dict[str, Any] | None) -> list[str]:
         f"`{error['code']}` (retryable = {error['retryable']}): \"{error['message']}\".",
         "",
         *_incidents_section(figures.get("incidents")),
+    ]
+
+
+def _postgres_section(race: dict[str, Any] | None) -> list[str]:
+    if not race:
+        return []
+    heading = "## Writes across machines (PostgreSQL; measured where a server is given)"
+    if not race["measured"]:
+        return [heading, "", f"Not measured on this run: {race['why']}.", ""]
+    return [
+        heading,
+        "",
+        f"{race['processes']} processes, each with its own gate and connection (as separate "
+        f"machines would have), wrote the same {race['keys']} keys at once through one "
+        f"`PostgresStore`: {race['calls']} calls, {race['ok']} answered ok, **"
+        f"{race['body_runs']}** body runs (counted from the bodies' own log), "
+        f"{race['keys_run_twice']} keys run twice.",
+        "",
     ]
 
 

@@ -60,6 +60,7 @@ PUBLIC = {
     "RecordSink",
     "SqliteStore",
     "StoredWrite",
+    "PostgresStore",
     "NotApplied",
     "UpstreamError",
     "WriteStore",

@@ -26,7 +26,8 @@ FIRST_PARTY = {"agtool", "strategies", "reports", "pytest_agtool", "bench"}
 PRESENT_WITH_THE_PLUGIN = {"pytest", "_pytest"}
 # Modules that belong to an extra: they may import it, and only it, beyond the core.
 EXTRA_MODULES = {"langchain": re.compile(r"agtool/(langchain|_lc_\w+)\.py"),
-                 "mcp": re.compile(r"agtool/(mcp|_mcp_\w+)\.py")}
+                 "mcp": re.compile(r"agtool/(mcp|_mcp_\w+)\.py"),
+                 "postgres": re.compile(r"agtool/_postgres\.py")}
 
 
 def _distribution(requirement: str) -> str:

@@ -10,6 +10,7 @@ not asked of the gate or the store.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import pathlib
@@ -26,8 +27,12 @@ import pytest
 from _pg import drop_table, new_table, own_table, postgres_url
 
 import agtool
+from agtool import Gate
 from agtool._postgres import PostgresStore
 from agtool._store import new_owner
+
+#: What a gate over a shared store is given (the key that issue 12's keyed digests need).
+GATE_OPTIONS: dict[str, Any] = {}
 
 SPAWN = multiprocessing.get_context("spawn")
 WAIT = 60.0  # how long a worker or the test waits for something that must happen
@@ -384,3 +389,46 @@ def test_agtool_imports_without_psycopg() -> None:
              "assert 'psycopg' not in sys.modules, sorted(m for m in sys.modules if 'psy' in m)")
     subprocess.run([sys.executable, "-c", check], check=True, timeout=WAIT,  # noqa: S603
                    env={**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).parents[1])})
+
+
+def test_a_gate_given_a_url_and_the_writes_command_share_one_postgres_store(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``Gate(store="postgresql://...")`` keeps its writes in Postgres, and an operator's
+    ``agtool writes list|resolve`` on the same URL settles a key left unknown there."""
+    import psycopg
+
+    from agtool._cli import main as agtool_main
+
+    url = postgres_url()
+    schema = f"s_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute(f"CREATE SCHEMA {schema}")
+    scoped = f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+    made: list[str] = []
+
+    def pay(order: str) -> dict[str, Any]:
+        made.append(order)
+        raise KeyboardInterrupt  # the payment was made; its outcome never comes back
+
+    table = {"pay": {"fn": pay, "effect": "write", "args": {"order": {"type": "str"}},
+                     "returns": {"receipt": {"type": "str"}}}}
+    try:
+        gate = Gate(table, scope={"reversible_write"}, store=scoped, **GATE_OPTIONS)
+        with pytest.raises(KeyboardInterrupt):
+            gate.call_tool("pay", {"order": "A-1"}, run_id="r", step_id="s")
+        assert gate.call_tool("pay", {"order": "A-1"}, run_id="r", step_id="s")["error"] == (
+            "write:unknown")
+        assert agtool_main(["writes", "list", "--store", scoped, "--json"]) == 0
+        listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        key = gate.idempotency_key("pay", {"order": "A-1"}, "r", "s")
+        assert [(entry["key"], entry["state"]) for entry in listed] == [(key, "unknown")]
+        assert key is not None
+        assert agtool_main(["writes", "resolve", "--store", scoped, key,
+                            "--value", '{"receipt": "r-1"}']) == 0
+        assert gate.call_tool("pay", {"order": "A-1"}, run_id="r", step_id="s") == {
+            "ok": True, "value": {"receipt": "r-1"}, "error": ""}
+        assert made == ["A-1"]
+        gate.store.close()
+    finally:
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute(f"DROP SCHEMA {schema} CASCADE")

@@ -54,6 +54,8 @@ ORDER_ARGS: dict[str, Any] = {
 }
 ORDER_RETURNS: dict[str, Any] = {"order": {"type": "str"}, "serial": {"type": "int"}}
 ARGS: dict[str, Any] = {"order": "A-1", "qty": 1}
+#: What every gate over a shared store is given.
+GATE_OPTIONS: dict[str, Any] = {}
 #: How long a test waits for a body left running in the background before it gives up.
 SETTLE_SECONDS = 5.0
 
@@ -969,37 +971,24 @@ MAX_GATES = 3
 ModelKey = tuple[str, ...]
 
 
-class BreakableStore(SqliteStore):
-    """A SQLite store whose methods named in ``broken`` each fail once, as a full disk does."""
+class BreakableStore:
+    """A store whose methods named in ``broken`` each fail once, as a full disk does."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
         self.broken: set[str] = set()
 
-    def _step(self, name: str) -> None:
-        if name in self.broken:
-            self.broken.discard(name)
-            raise sqlite3.OperationalError("database or disk is full")
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+        if name not in STORE_STEPS:
+            return method
 
-    def claim(self, key: str, tool: str, args_digest: str, owner: str, lease: float) -> Claim:
-        self._step("claim")
-        return super().claim(key, tool, args_digest, owner, lease)
-
-    def finish(self, key: str, owner: str, outcome: dict[str, Any]) -> bool:
-        self._step("finish")
-        return super().finish(key, owner, outcome)
-
-    def mark_unknown(self, key: str, owner: str) -> bool:
-        self._step("mark_unknown")
-        return super().mark_unknown(key, owner)
-
-    def release(self, key: str, owner: str) -> bool:
-        self._step("release")
-        return super().release(key, owner)
-
-    def take_over(self, key: str, owner: str, lease: float) -> bool:
-        self._step("take_over")
-        return super().take_over(key, owner, lease)
+        def step(*args: Any) -> Any:
+            if name in self.broken:
+                self.broken.discard(name)
+                raise sqlite3.OperationalError("database or disk is full")
+            return method(*args)
+        return step
 
 
 class WriteMachine(RuleBasedStateMachine):
@@ -1014,6 +1003,7 @@ class WriteMachine(RuleBasedStateMachine):
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="agtool-writes-")
         self.path = os.path.join(self.dir, "writes.sqlite")
+        self.opened: list[Any] = []
         self.behaviour = "ok"
         self.serial = 0
         self.current: ModelKey = ()
@@ -1068,10 +1058,17 @@ class WriteMachine(RuleBasedStateMachine):
         """The reconcile: the effect the world holds for the key being called, if any."""
         return self.effects.get(self.current)
 
+    def open_store(self) -> Any:
+        """A new connection to the machine's one store (a SQLite file here)."""
+        return SqliteStore(self.path)
+
     def open_gate(self) -> None:
         self.calls_since_open = 0
-        store = BreakableStore(self.path)
-        self.gates.append(Gate(self.table, scope=WRITE_SCOPE, store=store, pending_wait=0))
+        inner = self.open_store()
+        self.opened.append(inner)
+        store = BreakableStore(inner)
+        self.gates.append(Gate(self.table, scope=WRITE_SCOPE, store=store, pending_wait=0,
+                               **GATE_OPTIONS))
         self.replays.append(Counter())
         self.runs.append(Counter())
 
@@ -1233,9 +1230,9 @@ class WriteMachine(RuleBasedStateMachine):
             assert len(gate.cache) == 0
 
     def close_all(self) -> None:
-        for gate in self.gates:
-            gate.store.close()
-        self.gates, self.replays, self.runs = [], [], []
+        for store in self.opened:
+            store.close()
+        self.opened, self.gates, self.replays, self.runs = [], [], [], []
 
     def teardown(self) -> None:
         self.close_all()
@@ -1243,6 +1240,30 @@ class WriteMachine(RuleBasedStateMachine):
 
 
 TestWriteMachine = pytest.mark.slow(WriteMachine.TestCase)
+
+
+class PostgresWriteMachine(WriteMachine):
+    """The same machine over one PostgreSQL table, each gate with its own connection."""
+
+    def __init__(self) -> None:
+        from _pg import new_table, postgres_url
+
+        self.url, self.pg_table = postgres_url(), new_table()
+        super().__init__()
+
+    def open_store(self) -> Any:
+        from agtool import PostgresStore
+
+        return PostgresStore(self.url, table=self.pg_table, pool_size=1)
+
+    def teardown(self) -> None:
+        from _pg import drop_table
+
+        super().teardown()
+        drop_table(self.url, self.pg_table)
+
+
+TestPostgresWriteMachine = pytest.mark.slow(PostgresWriteMachine.TestCase)
 
 
 # -- The model's own check -----------------------------------------------------------------------
