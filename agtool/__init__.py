@@ -24,7 +24,7 @@ from ._answers import (
     is_retryable,
     model_error,
 )
-from ._authority import Approval
+from ._authority import Approval, Approver
 from ._contract import (
     EFFECTS,
     RISKS,
@@ -86,6 +86,7 @@ __all__ = [
     "WRITE_REASONS",
     "AgtoolError",
     "Approval",
+    "Approver",
     "CallRecord",
     "Claim",
     "ContractError",

@@ -25,6 +25,7 @@ from typing import Any
 from ._answers import error_code, model_answer
 from ._authority import Approval, gate_scope
 from ._contract import check_table
+from ._keys import bind_store, gate_keys
 from ._lookup import Registry
 from ._memo import DEFAULT_MEMO_SIZE, DEFAULT_MEMO_TTL, Memo
 from ._outcome import Envelope, Outcome
@@ -72,6 +73,14 @@ class Gate(Queries):
     The memo keeps at most ``memo_size`` successes (least recently used out
     first), each for its contract's ``ttl`` or else ``memo_ttl`` seconds, by
     ``clock``.
+
+    ``secret`` (bytes or str, at least 16 bytes) keys every args digest the
+    gate shows and signs its approvals. Without it: the ``AGTOOL_SECRET``
+    environment variable, else the secret of another gate on the same store
+    object, else the key file beside a SQLite file store (``<path>.key``,
+    made ``0600`` with 32 random bytes on first use), else, for an in-memory
+    store, a fresh random one. Any other store (a server store several
+    machines share) needs ``secret=`` or ``AGTOOL_SECRET``: ``ValueError``.
     """
 
     def __init__(self, table: Mapping[str, Mapping[str, Any]], *,
@@ -80,19 +89,30 @@ class Gate(Queries):
                  records: RecordSink | None = None, pending_wait: float = 2.0,
                  memo_size: int = DEFAULT_MEMO_SIZE, memo_ttl: float = DEFAULT_MEMO_TTL,
                  clock: Callable[[], float] = time.monotonic, lease: float = DEFAULT_LEASE,
-                 workers: int = DEFAULT_WORKERS) -> None:
+                 workers: int = DEFAULT_WORKERS, secret: bytes | str | None = None) -> None:
         contracts = check_table(table)
         self._scope = gate_scope(scope)
         for name, seconds in (("memo_ttl", memo_ttl), ("lease", lease)):
             if type(seconds) not in (int, float) or not seconds >= 0:
                 raise ValueError(f"{name} must be a non-negative number, got {seconds!r}")
+        opened: WriteStore | None = None
+        if isinstance(store, (str, os.PathLike)):
+            opened = store = open_store(store)
+        self._store = store
+        try:
+            self._keys = gate_keys(secret, self._store)
+        except ValueError:
+            if opened is not None:
+                opened.close()  # opened here for nothing: a server store needs a secret
+            raise
+        if self._store is not None:
+            bind_store(self._store, self._keys)
         pool = BodyPool(workers)
-        self._store = open_store(store) if isinstance(store, (str, os.PathLike)) else store
         self._store_lock = threading.Lock()
         self.records = records
         self.cache = Memo(memo_size, clock=clock)
         self._runtime = Runtime(self.cache, lambda: self.store, float(memo_ttl), pending_wait,
-                                float(lease), pool)
+                               float(lease), pool, self._keys)
         self._tools = Registry(table, contracts, self._scope, self._runtime)
         self._ids = count(1)
         self._id_prefix = "req_" + secrets.token_hex(4) + "_"
@@ -116,6 +136,8 @@ class Gate(Queries):
         with self._store_lock:  # two threads must not make two stores
             if self._store is None:
                 self._store = SqliteStore()
+                # A gate made over this store (``store=gate.store``) digests as this one.
+                bind_store(self._store, self._keys)
             return self._store
 
     # -- calls ---------------------------------------------------------------------------------
@@ -133,8 +155,10 @@ class Gate(Queries):
         ``step_id``: with the business key they make the idempotency key, and
         a repeat of a key answers the first outcome without running the body.
         A read's ``run_id`` scopes its memo to that run. ``approvals`` are the
-        caller's ``Approval`` s; tools of risk ``external_effect`` or
-        ``irreversible`` run only with one for these exact arguments.
+        caller's ``Approval`` s (or their ``str`` tokens), each verified with the
+        gate's secret; tools of risk ``external_effect`` or ``irreversible`` run
+        only with a valid one for these exact arguments (and this run and step,
+        if it is bound to them).
         ``dry_run`` checks everything but the approval and answers the plan
         instead of running. ``KeyboardInterrupt`` and other ``BaseException`` s
         raised by the body propagate.
@@ -252,7 +276,8 @@ class Gate(Queries):
                         shown_tool(name) if tool is None else tool.shown_name,
                         "" if tool is None else tool.hash,
                         tool.contract if tool is not None and tool.redacts_args else None,
-                        error_code(outcome.envelope["error"]), outcome, latency_ms)
+                        error_code(outcome.envelope["error"]), outcome, latency_ms,
+                        self._keys)
         except Exception:
             _log.exception("call record of %s not written", shown_tool(name))
 

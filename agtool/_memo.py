@@ -226,13 +226,24 @@ def key_source(name: str, version: str,
     return expression, containers, names
 
 
-def compile_key(name: str, version: str,
-                specs: Mapping[str, Spec]) -> Callable[[dict[str, Any], object], Hashable | None]:
+def compile_key(name: str, version: str, specs: Mapping[str, Spec],
+                keyed: Callable[[object], str] | None = None,
+                ) -> Callable[[dict[str, Any], object], Hashable | None]:
     """``key_of(snapshot, run_id)``: the memo key of args that passed ``specs``' check.
 
     Only for checked snapshots, whose scalars have their exact declared types;
     ``None`` when some part cannot be keyed exactly (the call is not remembered).
+    With ``keyed`` (a keyed digest of a value's canonical form, ``""`` for none),
+    the key holds that digest of the snapshot instead of its values: for a tool
+    whose arguments are sensitive, whose keys must not hold them in clear.
     """
+    if keyed is not None:
+        digest = keyed
+
+        def key_of_digest(snapshot: dict[str, Any], run_id: object) -> Hashable | None:
+            hexed = digest(snapshot)
+            return (name, version, run_id, hexed) if hexed else None
+        return key_of_digest
     expression, spoilable, names = key_source(name, version, specs)
     lines = ["def key_of(snapshot, run_id):", f"    key = {expression}",
              # A part that cannot be keyed spoils the whole key; scalars never do.

@@ -7,15 +7,16 @@ here is the one a call would meet.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from ._authority import Approval
+from ._authority import Approval, issue
 from ._compile import UNDECLARED, plain_dict
 from ._contract import ToolContract
+from ._keys import Keys
 from ._lookup import Registry
 from ._memo import cache_key
-from ._records import digest
 from ._stats import ToolStats
 from ._writes import write_key
 
@@ -27,6 +28,7 @@ class Queries:
 
     _tools: Registry
     _scope: frozenset[str]
+    _keys: Keys
 
     @property
     def table(self) -> Mapping[str, Mapping[str, Any]]:
@@ -54,14 +56,19 @@ class Queries:
 
         The contract's hash is part of it, so a changed contract never answers
         from what the old one remembered. ``echo`` as in ``validate_args``: args
-        that do not pass are keyed apart from every call that does.
+        that do not pass are keyed apart from every call that does. A tool with
+        sensitive arguments is keyed by a keyed digest of its args, never by them.
         """
         tool = self._tools.lookup(name)
         if isinstance(tool, str):
             return cache_key(name, args, "", run_id)
         snapshot = tool.snapshot(args, echo)
         if isinstance(snapshot, str):  # never remembered: keyed as any value would be
-            return cache_key(name, args, tool.hash, run_id)
+            if not tool.redacts_args:
+                return cache_key(name, args, tool.hash, run_id)
+            hexed = self._keys.digest(args)
+            # A 5-tuple: apart from the 4-tuple key of every call that passes.
+            return (name, tool.hash, run_id, "refused", hexed) if hexed else None
         return tool.memo_key(snapshot, run_id)
 
     def validate_args(self, name: object, args: object,
@@ -89,14 +96,23 @@ class Queries:
         return "" if reason == UNDECLARED else reason
 
     def approve(self, name: str, args: Mapping[str, Any], by: str = "", *, run_id: str = "",
-                step_id: str = "") -> Approval:
+                step_id: str = "", expires_in: float | None = None,
+                single_use: bool = False) -> Approval:
         """An approval of calling ``name`` with exactly ``args`` (as shown to the approver).
 
-        ``run_id`` and ``step_id`` narrow it to that step; by default any step
-        with the same arguments is covered.
+        A token signed with this gate's secret: only a gate (or an ``Approver``)
+        with the same secret accepts it. ``run_id`` and ``step_id`` narrow it to
+        that step (by default any step with the same arguments is covered);
+        ``expires_in`` seconds from now it covers nothing; a ``single_use``
+        one lets one call through, the write store remembering that it was
+        used (``use_once``). Args with no canonical form (objects that are not
+        JSON-like values) cannot be approved: the approval covers no call.
+        ``TypeError`` / ``ValueError`` name a malformed option.
         """
         plain = self._as_checked(name, args) if isinstance(args, dict) else args
-        return Approval(name, digest(plain), by, run_id, step_id)
+        return issue(self._keys, name, self._keys.digest(plain), by, run_id=run_id,
+                     step_id=step_id, expires_in=expires_in, single_use=single_use,
+                     now=time.time())
 
     def _as_checked(self, name: str, args: dict[Any, Any]) -> dict[Any, Any]:
         """``args`` as the gate digests a call: its checked snapshot (a null for an optional
@@ -114,8 +130,9 @@ class Queries:
     def idempotency_key(self, name: str, args: object, run_id: str, step_id: str) -> str | None:
         """The key a write is stored under: run id, step id, tool and its business key.
 
-        The business key is a digest of the contract's ``key_args`` (all args if
-        it names none), so a sensitive order id never appears in the store's keys.
+        The business key is a keyed digest of the contract's ``key_args`` (all
+        args if it names none), so a sensitive order id never appears in the
+        store's keys, nor can be found from them without the gate's secret.
         ``None`` for a tool that is not a valid write or for args that do not pass.
         """
         tool = self._tools.lookup(name)
@@ -125,5 +142,5 @@ class Queries:
             return None
         # The key is a digest of values: digested as the gate digests the call it keys.
         snapshot = self._as_checked(name, args)
-        return write_key(name, tool.contract.key_args, snapshot,
-                         digest(snapshot), run_id, step_id)
+        return write_key(self._keys, name, tool.contract.key_args, snapshot,
+                         self._keys.digest(snapshot), run_id, step_id)

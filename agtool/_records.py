@@ -1,6 +1,6 @@
 """Call records, digests and redaction: what may leave the gate about a call.
 
-A record says which call it was (request id, tool, a digest of the args with
+A record says which call it was (request id, tool, a keyed digest of the args with
 sensitive values taken out, the contract's hash) and how it went (ok, code,
 reason, latency, memo hit, replay), never a value. Records go to the
 ``agtool.calls`` logger at INFO and, if the gate has one, to a sink such as
@@ -16,14 +16,14 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from ._contract import Spec, ToolContract
-from ._memo import cache_key
+from ._keys import Keys, canonical_key
 from ._outcome import HIT, REPLAY, Outcome
 from ._reasons import shown
 from ._scrub import REDACTED, scrub
@@ -46,7 +46,7 @@ class CallRecord:
     latency_ms: float
     memo_hit: bool  #: answered from the memo, body not run
     replayed: bool  #: a write answered from the idempotency store, body not run
-    args_digest: str  #: sha256 of the canonical args, sensitive values redacted first
+    args_digest: str  #: keyed HMAC of the canonical args, sensitive values redacted first
     contract_hash: str  #: ``""`` for a tool with no valid contract
 
     def as_dict(self) -> dict[str, Any]:
@@ -136,79 +136,43 @@ def _write_rest(out: io.FileIO, line: bytes, written: int) -> None:
         written += more
 
 
-def digest(value: object) -> str:
-    """A sha256 of a value's canonical form: key order does not matter, types do.
-
-    ``""`` for a value that cannot be written down (its own ``repr`` raises):
-    such a digest matches no approval and keys no write.
-    """
-    return _hashed(_canonical_key(value), value)
-
-
-def _canonical_key(value: object) -> Hashable | None:
-    return cache_key("", value if isinstance(value, dict) else {"": value})
-
-
-def _hashed(key: Hashable | None, value: object) -> str:
-    try:
-        text = repr(key) if key is not None else "repr:" + repr(value)
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    except Exception:
-        return ""
-
-
-def args_digest(contract: ToolContract | None, args: object) -> str:
-    """The digest a record may carry: taken after the sensitive values are redacted."""
-    return digest(redact_args(contract, args))
+def args_digest(keys: Keys, contract: ToolContract | None, args: object) -> str:
+    """The digest a record may carry: keyed, and taken after the sensitive values are redacted."""
+    return keys.digest(redact_args(contract, args))
 
 
 _INFO = logging.INFO
-#: Digests of recent args texts: a memo hit repeats its args, so it repeats their digest.
-#: Bounded, short texts only, and of redacted args only: never a sensitive value.
-_DIGESTS: dict[bytes, str] = {}
-_DIGESTS_SIZE = 4096
-_DIGESTS_TEXT = 512
 
 
-def _record_digest(redact: ToolContract | None, args: dict[str, Any]) -> str:
-    """``args_digest(redact, args)`` for a checked snapshot, remembered for a short text.
+def _record_digest(keys: Keys, redact: ToolContract | None, args: dict[str, Any]) -> str:
+    """``args_digest(keys, redact, args)`` for a checked snapshot, remembered for a short text.
 
-    A dict of JSON scalars is keyed by its orjson text (``cache_key``), the
-    rest of its key being the same for every call: that text alone says
-    which digest it has.
+    A memo hit repeats its args, so it repeats their digest: ``keys.recent``
+    keeps the digests of short texts, of redacted args only (never a
+    sensitive value).
     """
     value: object = args if redact is None else redact_args(redact, args)
-    key = _canonical_key(value)
-    text = key[3] if isinstance(key, tuple) else None
-    if type(text) is not bytes or len(text) > _DIGESTS_TEXT:
-        return _hashed(key, value)
-    hexed = _DIGESTS.get(text)
-    if hexed is None:
-        hexed = _hashed(key, value)
-        if len(_DIGESTS) >= _DIGESTS_SIZE:
-            _DIGESTS.clear()
-        _DIGESTS[text] = hexed
-    return hexed
+    return keys.remembered(canonical_key(value))
 
 
 def record_call(sink: RecordSink | None, request_id: str, tool: str, contract_hash: str,
                 redact: ToolContract | None, code: str, outcome: Outcome,
-                latency_ms: float) -> None:
+                latency_ms: float, keys: Keys) -> None:
     """Record one gated call: a ``CallRecord`` to ``agtool.calls`` at INFO and to ``sink``.
 
     ``tool`` is the called name as a record shows it (``shown_tool``),
     ``contract_hash`` the tool's (``""`` for a name with no valid
     contract), ``redact`` its contract when it marks arguments sensitive,
     ``code`` the model-facing code of the reason. Only checked args
-    (``outcome.args``) are digested, so a refusal costs nothing in the size of
-    what it refused. Raises what the sink raises.
+    (``outcome.args``) are digested, with the gate's ``keys``, so a refusal
+    costs nothing in the size of what it refused. Raises what the sink raises.
     """
     envelope = outcome.envelope
     reason = envelope["error"]
     args = outcome.args
     # In sorted order, as a JSON line lists them: a JsonLinesSink writes this dict as it is.
     fields = {
-        "args_digest": "" if args is None else _record_digest(redact, args),
+        "args_digest": "" if args is None else _record_digest(keys, redact, args),
         "code": code, "contract_hash": contract_hash, "latency_ms": round(latency_ms, 3),
         "memo_hit": outcome.how == HIT, "ok": envelope["ok"], "reason": reason,
         "replayed": outcome.how == REPLAY, "request_id": request_id, "tool": tool}

@@ -26,11 +26,12 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from typing import Any
 
 from ._answers import is_retryable, marks_sensitive, transport_failure
-from ._authority import Approval, approved, read_scope
+from ._authority import Approval, approved, read_scope, spend_once
 from ._compile import UNDECLARED, compile_arg_check, compile_copy, compile_result_check
 from ._contract import ToolContract
 from ._errors import NotApplied
 from ._fastpath import compile_read
+from ._keys import Keys
 from ._memo import MISS, Memo, compile_key, freeze, thaw
 from ._outcome import HIT, PLAN, REPLAY, Envelope, Outcome, failure, success
 from ._pool import BodyPool
@@ -50,7 +51,7 @@ from ._reasons import (
     WRITE_UNKNOWN,
     shown,
 )
-from ._records import contract_hash, digest, redact_args
+from ._records import contract_hash, redact_args
 from ._run import (
     BUSY,
     LOOP_RUNNING,
@@ -80,10 +81,12 @@ POLL_SECONDS = 0.01
 class Runtime:
     """What every call of one gate shares: its memo, its write store, its workers, its defaults."""
 
-    __slots__ = ("background", "lease", "memo", "owner", "pending_wait", "pool", "store", "ttl")
+    __slots__ = ("background", "keys", "lease", "memo", "owner", "pending_wait", "pool", "store",
+                 "ttl")
 
     def __init__(self, memo: Memo, store: Callable[[], WriteStore], ttl: float,
-                 pending_wait: float, lease: float, pool: BodyPool) -> None:
+                 pending_wait: float, lease: float, pool: BodyPool, keys: Keys) -> None:
+        self.keys = keys  #: the gate's secret's keys: digests, memo keys, approvals
         self.memo = memo
         self.store = store  #: the store, made when a write first needs it
         self.ttl = ttl  #: seconds a value is remembered when its contract names no ttl
@@ -118,7 +121,6 @@ class Tool:
         self.hash = contract_hash(contract)
         self.check_args = compile_arg_check(contract.args)
         self.check_result = compile_result_check(contract.returns)
-        self.key_of = compile_key(self.name, self.hash, contract.args)
         self.writes = contract.effect == "write"
         self.needs_approval = contract.needs_approval
         self.timeout = contract.timeout
@@ -132,11 +134,15 @@ class Tool:
         self.redacts = marks_sensitive(contract.returns)
         #: Whether a call record's digest must be taken with sensitive args taken out.
         self.redacts_args = marks_sensitive(contract.args)
+        # Sensitive args are keyed by a keyed digest: a memo key never holds them in clear.
+        self.key_of = compile_key(self.name, self.hash, contract.args,
+                                  runtime.keys.digest if self.redacts_args else None)
         #: The plain read's steps compiled into one function (``_fastpath``), per variant:
         #: the envelope or the ``Outcome``, sync or async; ``None`` where they do not apply.
         self.fast = self.fast_outcome = self.afast = self.afast_outcome = None
         # Only for a caller in the gate's own scope, which never changes.
-        if self.in_gate_scope and not (self.writes or self.needs_approval
+        # (Nor for sensitive args: the compiled key would hold them; ``key_of`` does not.)
+        if self.in_gate_scope and not (self.writes or self.needs_approval or self.redacts_args
                                        or self.timeout is not None):
             def compiled(outcome: bool) -> Callable[..., Any]:
                 return compile_read(contract, self.hash, counts, runtime.memo, self.ttl,
@@ -258,14 +264,17 @@ def prepare(runtime: Runtime, tool: Tool, args: object, echo: object,
         counts.blocked += 1
         return Outcome(failure("args:" + snapshot))
     if dry_run:
-        return Outcome(success(_plan(tool, snapshot)), PLAN, None, snapshot)
-    # The canonical digest of the args: what an approval and a write's key are bound to.
-    exact = digest(snapshot) if tool.needs_approval or tool.writes else ""
-    if tool.needs_approval and not approved(tool.name, exact, approvals, run_id, step_id):
+        return Outcome(success(_plan(runtime, tool, snapshot)), PLAN, None, snapshot)
+    # The keyed digest of the args: what an approval and a write's key are bound to.
+    exact = runtime.keys.digest(snapshot) if tool.needs_approval or tool.writes else ""
+    if tool.needs_approval and not approved(
+            runtime.keys, tool.name, exact, approvals, run_id, step_id,
+            lambda token_id, expires_at: spend_once(runtime.store(), token_id, expires_at)):
         counts.denied += 1
         return Outcome(failure(AUTH_APPROVAL), args=snapshot)
     if tool.writes:
-        key = write_key(tool.name, tool.contract.key_args, snapshot, exact, run_id, step_id)
+        key = write_key(runtime.keys, tool.name, tool.contract.key_args, snapshot, exact,
+                        run_id, step_id)
         if key is None or not exact:
             return Outcome(failure(WRITE_NO_KEY), args=snapshot)
         deadline = time.monotonic() + runtime.pending_wait
@@ -572,9 +581,14 @@ def _timed_out(ready: Ready) -> Outcome:
     return Outcome(failure(TIMEOUT), args=ready.args)
 
 
-def _plan(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
-    """What a call would do, for ``dry_run``: sensitive arguments redacted, nothing run."""
+def _plan(runtime: Runtime, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+    """What a call would do, for ``dry_run``: sensitive arguments redacted, nothing run.
+
+    Its ``args_digest`` is keyed with the gate's secret: it tells two plans
+    apart, but gives away no redacted value and cannot be made an approval.
+    """
     contract = tool.contract
     return {"tool": contract.name, "args": redact_args(contract, args),
-            "args_digest": digest(args), "effect": contract.effect, "risk": contract.risk,
+            "args_digest": runtime.keys.digest(args), "effect": contract.effect,
+            "risk": contract.risk,
             "needs_approval": contract.needs_approval}

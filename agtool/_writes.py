@@ -15,9 +15,10 @@ import logging
 from typing import Any
 
 from ._contract import ToolContract
+from ._keys import Keys
 from ._outcome import Envelope
 from ._reasons import shown
-from ._records import digest, redact_value
+from ._records import redact_value
 from ._scrub import call_secrets, log_scrubbed
 from ._store import WriteStore, encode_outcome
 
@@ -26,18 +27,19 @@ __all__ = ["mark_unknown", "release", "store_outcome", "stored_envelope", "write
 _log = logging.getLogger("agtool")
 
 
-def write_key(tool: str, key_args: tuple[str, ...], args: dict[str, Any], exact: str,
-              run_id: object, step_id: object) -> str | None:
+def write_key(keys: Keys, tool: str, key_args: tuple[str, ...], args: dict[str, Any],
+              exact: str, run_id: object, step_id: object) -> str | None:
     """The idempotency key, or ``None`` without a run id and step id or a business key.
 
-    ``args`` is the checked snapshot; ``exact`` is the digest of all of it: the
-    business key when the contract names no ``key_args``.
+    ``args`` is the checked snapshot; ``exact`` is the keyed digest of all of
+    it: the business key when the contract names no ``key_args``. The business
+    key is keyed (``keys``), so a low-entropy one cannot be found from the store.
     """
     if not isinstance(run_id, str) or not run_id or not isinstance(step_id, str) or not step_id:
         return None
     if any(arg not in args for arg in key_args):
         return None
-    business = digest({arg: args[arg] for arg in key_args}) if key_args else exact
+    business = keys.digest({arg: args[arg] for arg in key_args}) if key_args else exact
     # A JSON list, so that colons inside a run id cannot make two keys alike.
     return json.dumps([run_id, step_id, tool, business[:32]]) if business else None
 

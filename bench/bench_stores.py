@@ -43,7 +43,9 @@ def _gate(store: Any) -> agtool.Gate:
         "fn": lambda order: {"order": order},
         "args": {"order": {"type": "str"}}, "returns": {"order": {"type": "str"}},
         "effect": "write", "key_args": ["order"]}}
-    return agtool.Gate(tools, scope={"reversible_write"}, store=store)
+    # A server store needs an explicit secret; the same one keys every store here alike.
+    return agtool.Gate(tools, scope={"reversible_write"}, store=store,
+                       secret="bench-stores-secret-0123456789")  # noqa: S106 - a bench's own
 
 
 def write_for(gate: agtool.Gate, seconds: float, start: float) -> int:

@@ -48,6 +48,8 @@ from strategies import DefectiveCall, contract_tables, defect_sites, one_defect_
 
 #: The longest message a model should be handed ("short and actionable").
 MAX_MESSAGE = 200
+#: The secret of gates whose plans (their keyed args digests) a test compares.
+SECRET = "test-answers-secret-0123456789"  # noqa: S105 - a test's own secret
 
 
 # -- Helpers --------------------------------------------------------------------------------------
@@ -388,9 +390,11 @@ def test_success_form_names_the_source_and_its_trust(name: str, args: dict[str, 
                                                      kwargs: dict[str, Any], origin: str,
                                                      trust: str) -> None:
     """A success is exactly ok/data/source/request_id, data is call_tool's value, source is set."""
-    envelope = Gate(_world()).call_tool(name, args, **kwargs)
+    # One secret: a plan's args digest is keyed by it.
+    envelope = Gate(_world(), secret=SECRET).call_tool(name, args, **kwargs)
     assert envelope["ok"], envelope
-    answer = assert_model_answer(Gate(_world()).call_for_model(name, args, **kwargs))
+    answer = assert_model_answer(Gate(_world(), secret=SECRET).call_for_model(name, args,
+                                                                              **kwargs))
     assert set(answer) == {"ok", "data", "source", "request_id"}
     assert answer["data"] == envelope["value"]
     expected = {"tool": name, "origin": origin, "trust": trust}

@@ -8,6 +8,7 @@ counted by the bodies themselves, never read from the gate's counters alone.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 import types
@@ -398,11 +399,11 @@ def test_reads_and_reversible_writes_need_no_approval(risk: str) -> None:
 # -- Dry run -------------------------------------------------------------------------------------
 
 
-def expected_plan(name: str, risk: str, args: dict[str, Any],
+def expected_plan(gate: Gate, name: str, risk: str, args: dict[str, Any],
                   approved: dict[str, Any] | None = None) -> dict[str, Any]:
     """The plan the test expects, from what it declared; its digest is the one an approval of
-    the real arguments (``approved``, default ``args``) carries."""
-    digest = Gate({}).approve(name, args if approved is None else approved).args_digest
+    the real arguments (``approved``, default ``args``) by ``gate`` carries."""
+    digest = gate.approve(name, args if approved is None else approved).args_digest
     return {"tool": name, "args": args, "args_digest": digest,
             "effect": "read" if risk in READ_RISKS else "write",
             "risk": risk, "needs_approval": risk in APPROVAL_RISKS}
@@ -414,10 +415,10 @@ def test_dry_run_answers_the_plan_without_running_or_approval(risk: str) -> None
     body = Body()
     gate = Gate({"t": entry(body, risk)}, scope={risk})
     envelope = call(gate, "t", VALID, dry_run=True)
-    assert envelope == {"ok": True, "value": expected_plan("t", risk, VALID), "error": ""}
+    assert envelope == {"ok": True, "value": expected_plan(gate, "t", risk, VALID), "error": ""}
     answer = call_model(gate, "t", VALID, dry_run=True)
     assert answer["ok"] is True
-    assert answer["data"] == expected_plan("t", risk, VALID)
+    assert answer["data"] == expected_plan(gate, "t", risk, VALID)
     assert body.count == 0
     assert gate.stats("t").runs == 0
 
@@ -433,15 +434,21 @@ def test_the_plan_is_what_is_approved(risk: str) -> None:
     assert body.calls == [VALID]
 
 
-def test_an_approval_made_from_the_plans_digest_covers_only_that_call() -> None:
-    """With a sensitive argument redacted in the plan, the plan's digest is what is approved:
-    it lets the planned call through and not one with another secret."""
+def test_a_plans_digest_cannot_be_made_an_approval() -> None:
+    """With a sensitive argument redacted in the plan, the plan's digest is keyed: neither it nor
+    an Approval wrapping it lets the planned call through; the app that holds the real args
+    approves those, and that approval covers only the planned call."""
     args = {**ARGS, "token": {"type": "str", "sensitive": True}}
     body = Body()
     gate = Gate({"t": entry(body, "irreversible", args)}, scope={"irreversible"})
     planned = {**VALID, "token": "tok-123456"}
     plan = call(gate, "t", planned, dry_run=True)["value"]
-    approval = Approval(plan["tool"], plan["args_digest"], by="ops")
+    assert "tok-123456" not in json.dumps(plan)
+    for forged in (Approval(plan["args_digest"]), plan["args_digest"], plan):
+        assert call(gate, "t", planned, approvals=[forged])["error"] == "auth:approval"
+    assert body.count == 0
+    approval = gate.approve("t", planned, by="ops")
+    assert approval.args_digest == plan["args_digest"]
     assert call(gate, "t", {**planned, "token": "tok-999999"}, approvals=[approval])["error"] == (
         "auth:approval")
     assert body.count == 0
@@ -471,7 +478,7 @@ def test_dry_run_plan_redacts_sensitive_args() -> None:
     gate = Gate({"t": entry(body, "external_effect", args)}, scope={"external_effect"})
     given_args = {**VALID, "token": "tok-123456"}
     plan = call(gate, "t", given_args, dry_run=True)["value"]
-    assert plan == expected_plan("t", "external_effect", {**VALID, "token": REDACTED},
+    assert plan == expected_plan(gate, "t", "external_effect", {**VALID, "token": REDACTED},
                                  given_args)
     assert body.count == 0
 
@@ -518,7 +525,7 @@ def test_dry_run_neither_fills_nor_reads_the_memo(risk: str) -> None:
     call(gate, "t", VALID, dry_run=True)
     assert call(gate, "t", VALID)["value"] == {"done": True}
     assert body.count == 1
-    assert call(gate, "t", VALID, dry_run=True)["value"] == expected_plan("t", risk, VALID)
+    assert call(gate, "t", VALID, dry_run=True)["value"] == expected_plan(gate, "t", risk, VALID)
     assert gate.stats("t").hits == 0
 
 

@@ -53,6 +53,7 @@ PUBLIC = {
     "UNTRUSTED_NOTE",
     "WRITE_REASONS",
     "Approval",
+    "Approver",
     "CallRecord",
     "Claim",
     "JsonLinesSink",

@@ -27,6 +27,10 @@ from strategies import any_calls, bad_results, contract_tables, valid_args, vali
 Table = dict[str, dict[str, Any]]
 
 
+#: The secret of gates whose memo keys a test compares.
+SECRET = "test-fastpath-secret-0123456789"  # noqa: S105 - a test's own secret
+
+
 def _answering(value: object, seen: list[dict[str, Any]]) -> Callable[..., Any]:
     def body(**args: Any) -> Any:
         seen.append(args)
@@ -67,8 +71,9 @@ def test_compiled_read_answers_and_counts_as_the_general_steps(
     table, name, args, result = case
     compiled_runs: list[dict[str, Any]] = []
     general_runs: list[dict[str, Any]] = []
-    compiled = Gate(_with_body(table, name, _answering(result, compiled_runs)))
-    general = Gate(_with_body(table, name, _answering(result, general_runs)))
+    # One secret: a tool with sensitive args is keyed by a keyed digest, alike on both.
+    compiled = Gate(_with_body(table, name, _answering(result, compiled_runs)), secret=SECRET)
+    general = Gate(_with_body(table, name, _answering(result, general_runs)), secret=SECRET)
     scope = DEFAULT_SCOPE
     for _ in range(2):  # the second call of a remembered value is a hit on both paths
         assert compiled.call_tool(name, args) == general.call_tool(name, args, scope=scope)
@@ -87,8 +92,10 @@ def test_compiled_async_read_answers_and_counts_as_the_general_steps(
     table, name, args, result = case
     compiled_runs: list[dict[str, Any]] = []
     general_runs: list[dict[str, Any]] = []
-    compiled = Gate(_with_body(table, name, _answering_async(result, compiled_runs)))
-    general = Gate(_with_body(table, name, _answering_async(result, general_runs)))
+    compiled = Gate(_with_body(table, name, _answering_async(result, compiled_runs)),
+                    secret=SECRET)
+    general = Gate(_with_body(table, name, _answering_async(result, general_runs)),
+                    secret=SECRET)
 
     async def both() -> None:
         for _ in range(2):
@@ -189,7 +196,7 @@ def test_null_and_absent_are_one_remembered_call_on_both_paths(
     runs: dict[str, list[dict[str, Any]]] = {"compiled": [], "general": []}
     answers = {}
     for path, kwargs in (("compiled", {}), ("general", {"scope": DEFAULT_SCOPE})):
-        gate = Gate(_with_body(table, name, _answering(result, runs[path])))
+        gate = Gate(_with_body(table, name, _answering(result, runs[path])), secret=SECRET)
         first = gate.call_tool(name, with_nulls, echo, **kwargs)
         second = gate.call_tool(name, without, echo, **kwargs)
         assert first["ok"], first

@@ -31,8 +31,10 @@ from agtool import Gate
 from agtool._postgres import PostgresStore
 from agtool._store import new_owner
 
-#: What a gate over a shared store is given (the key that issue 12's keyed digests need).
-GATE_OPTIONS: dict[str, Any] = {}
+#: The secret of every gate on the test database, in every process: digests must agree.
+SECRET = "test-postgres-secret-0123456789"  # noqa: S105 - a test's own secret
+#: What a gate over a shared store is given: a server store needs an explicit secret.
+GATE_OPTIONS: dict[str, Any] = {"secret": SECRET}
 
 SPAWN = multiprocessing.get_context("spawn")
 WAIT = 60.0  # how long a worker or the test waits for something that must happen
@@ -98,7 +100,7 @@ def _gate(url: str, table: str, log: str, hang: bool = False) -> agtool.Gate:
         "returns": {"order": {"type": "str"}, "qty": {"type": "int"}, "pid": {"type": "int"}},
         "effect": "write", "key_args": ["order"]}}
     return agtool.Gate(tools, scope={"reversible_write"}, pending_wait=WAIT,
-                       store=PostgresStore(url, table=table))
+                       store=PostgresStore(url, table=table), **GATE_OPTIONS)
 
 
 def order(gate: agtool.Gate, name: str) -> dict[str, Any]:

@@ -43,12 +43,11 @@ from agtool import (
 )
 from agtool._answers import error_code, marks_sensitive
 from agtool._contract import ToolContract
+from agtool._keys import Keys
 from agtool._outcome import ANSWERED, HIT, PLAN, REPLAY, Outcome
 from agtool._records import (
-    _DIGESTS,
     _record_digest,
     args_digest,
-    digest,
     record_call,
     scrub,
     shown_tool,
@@ -58,6 +57,9 @@ from agtool._records import (
 RECORD_FIELDS = {"request_id", "tool", "ok", "code", "reason", "latency_ms", "memo_hit",
                  "replayed", "args_digest", "contract_hash"}
 HEX64 = re.compile(r"[0-9a-f]{64}")
+#: One secret for the gates whose digests a test compares: digests are keyed by it.
+SECRET = "test-records-secret-0123456789"  # noqa: S105 - a test's own secret
+KEYS = Keys(SECRET)
 MARK = "SECRET-"
 
 
@@ -344,7 +346,7 @@ def digest_of(args: dict[str, Any]) -> str:
     """The args_digest of the record of one call with ``args`` (on a fresh gate)."""
     sink = ListSink()
     gate = Gate({"t": {"fn": Body(), "args": DIGEST_ARGS, "returns": {"n": {"type": "int"}}}},
-                records=sink)
+                records=sink, secret=SECRET)
     gate.call_tool("t", args)
     [record] = sink.records
     return record.args_digest
@@ -875,19 +877,21 @@ def test_scrub_ends_on_a_sensitive_value_that_contains_itself() -> None:
     assert scrub("id tok-cycle", gate.contract("t"), {"blob": cyclic}) == f"id {REDACTED}"
 
 
-def test_unkeyable_arguments_get_digests_of_their_own() -> None:
-    """Args the memo cannot key (a set inside a free-form dict) still get a digest per value:
-    an approval of one such call does not cover another."""
-    gate = Gate({"t": {"fn": lambda **_: {}, "returns": {}, "effect": "write",
+def test_unkeyable_arguments_cannot_be_approved() -> None:
+    """Args with no canonical form (a set inside a free-form dict) have no digest: no
+    ``repr`` stands in for one, so an approval of one such call covers none, not even itself."""
+    body = Body()
+    gate = Gate({"t": {"fn": body, "returns": {}, "effect": "write",
                        "risk": "irreversible", "args": {"opts": {"type": "dict"}}}},
                 scope={"irreversible"})
     first, second = {"opts": {"ids": {1, 2}}}, {"opts": {"ids": {3}}}
     assert gate.cache_key("t", first) is None  # what makes this case: no exact key
     approval = gate.approve("t", first)
-    assert approval.args_digest != gate.approve("t", second).args_digest
+    assert approval.args_digest == "" == gate.approve("t", second).args_digest
     call = {"run_id": "r", "step_id": "s", "approvals": [approval]}
     assert gate.call_tool("t", second, **call)["error"] == "auth:approval"
-    assert gate.call_tool("t", first, **call)["ok"] is True
+    assert gate.call_tool("t", first, **call)["error"] == "auth:approval"
+    assert body.count == 0
 
 
 def test_returned_lists_are_redacted_item_by_item_and_kept_otherwise() -> None:
@@ -1002,7 +1006,7 @@ def reference_record(request_id: str, name: object, contract: ToolContract | Non
         request_id=request_id, tool=shown_tool(name), ok=envelope["ok"],
         code=error_code(reason), reason=reason, latency_ms=round(latency_ms, 3),
         memo_hit=outcome.how == HIT, replayed=outcome.how == REPLAY,
-        args_digest="" if outcome.args is None else args_digest(contract, outcome.args),
+        args_digest="" if outcome.args is None else args_digest(KEYS, contract, outcome.args),
         contract_hash="" if contract is None else contract_hash)
 
 
@@ -1012,7 +1016,7 @@ def record_as_gate(sink: Any, request_id: str, name: object,
     """``record_call`` as the gate calls it for a tool with ``contract``."""
     redact = contract if contract is not None and marks_sensitive(contract.args) else None
     record_call(sink, request_id, shown_tool(name), "" if contract is None else contract_hash,
-                redact, error_code(outcome.envelope["error"]), outcome, latency_ms)
+                redact, error_code(outcome.envelope["error"]), outcome, latency_ms, KEYS)
 
 
 def same_record(one: CallRecord, other: CallRecord) -> bool:
@@ -1079,21 +1083,21 @@ record_args = st.dictionaries(
 def test_record_digest_is_args_digest(contract: ToolContract | None, args: Any) -> None:
     """The record's short way to the digest gives args_digest's hex string, byte for byte,
     for every JSON-like value (and some that are not), redacted or not."""
-    expected = args_digest(contract, args)
-    assert _record_digest(contract, args) == expected
-    assert _record_digest(contract, args) == expected  # the second time, from what it kept
+    expected = args_digest(KEYS, contract, args)
+    assert _record_digest(KEYS, contract, args) == expected
+    assert _record_digest(KEYS, contract, args) == expected  # the second time, from what it kept
     if contract is None:
-        assert expected == digest(args)
+        assert expected == KEYS.digest(args)
 
 
 @given(secret=secrets_, user=st.text(string.ascii_lowercase, max_size=6))
 def test_remembered_digests_hold_no_sensitive_value(secret: str, user: str) -> None:
     """What the digest step keeps for the next memo hit is the redacted args' text only."""
     contract = CONTRACTS[2]
-    assert _record_digest(contract, {"user": user, "password": secret}) == args_digest(
-        contract, {"user": user, "password": secret})
-    assert _DIGESTS  # the step did keep something, and it is not the secret
-    assert not any(MARK.encode() in text for text in _DIGESTS)
+    assert _record_digest(KEYS, contract, {"user": user, "password": secret}) == args_digest(
+        KEYS, contract, {"user": user, "password": secret})
+    assert KEYS.recent  # the step did keep something, and it is not the secret
+    assert not any(MARK.encode() in text for text in KEYS.recent)
 
 
 outcomes = st.builds(

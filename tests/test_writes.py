@@ -45,6 +45,8 @@ from agtool import (
 from agtool._store import new_owner
 
 WRITE_SCOPE = frozenset({"reversible_write"})
+#: The secret of the gates whose digests a test compares, and of gates over the spy stores.
+SECRET = "test-writes-secret-0123456789"  # noqa: S105 - a test's own secret
 ORDER_ARGS: dict[str, Any] = {
     "order": {"type": "str", "min_len": 1},
     "qty": {"type": "int", "min": 1},
@@ -121,7 +123,10 @@ def write_table(body: Callable[..., Any], name: str = "place", **entry: Any) -> 
 
 def write_gate(body: Callable[..., Any], *, store: Any = None, pending_wait: float = 0.05,
                scope: frozenset[str] = WRITE_SCOPE, **entry: Any) -> Gate:
-    return Gate(write_table(body, **entry), scope=scope, store=store, pending_wait=pending_wait)
+    """A gate keyed with ``SECRET``: its digests are the ones ``gate_digest`` reads, and a
+    store with no file beside it (the spies here) needs an explicit secret."""
+    return Gate(write_table(body, **entry), scope=scope, store=store, pending_wait=pending_wait,
+                secret=SECRET)
 
 
 def place(gate: Gate, args: dict[str, Any] | None = None, run_id: str | None = "run-1",
@@ -153,7 +158,7 @@ def wait_for_state(store: SqliteStore, key: str, state: str) -> StoredWrite:
 def gate_digest(gate: Gate, args: dict[str, Any]) -> str:
     """The args digest the gate claims with, read from a store that refuses the claim."""
     spy = SpyStore(fail={"claim"})
-    spying = Gate(gate.table, scope=WRITE_SCOPE, store=spy)
+    spying = Gate(gate.table, scope=WRITE_SCOPE, store=spy, secret=SECRET)
     assert spying.call_tool("place", dict(args), run_id="spy", step_id="spy")["error"] == (
         "write:store")
     return spy.claims[0][2]
@@ -757,7 +762,8 @@ def test_store_whose_finish_and_mark_raise_leaves_the_key_pending_until_its_leas
     second run) until its lease runs out, and then reads unknown, never free."""
     body = Body()
     store = SpyStore(fail={"finish", "mark_unknown"})
-    gate = Gate(write_table(body), scope=WRITE_SCOPE, store=store, pending_wait=0.05, lease=0.3)
+    gate = Gate(write_table(body), scope=WRITE_SCOPE, store=store, pending_wait=0.05, lease=0.3,
+                secret=SECRET)
     assert place(gate) == failed("write:unknown")
     assert place(gate) == failed("write:in_progress")
     deadline = time.monotonic() + SETTLE_SECONDS
@@ -859,7 +865,7 @@ def test_irreversible_write_needs_scope_and_an_exact_approval() -> None:
     assert place(gate, args, scope=scope) == failed("auth:approval")
     other = gate.approve("place", {"order": "A-1", "qty": 4})
     assert place(gate, args, scope=scope, approvals=[other]) == failed("auth:approval")
-    forged = Approval("place", "0" * 64)
+    forged = Approval("0" * 64)
     assert place(gate, args, scope=scope, approvals=[forged]) == failed("auth:approval")
     assert body.count == 0
     assert gate.store.lookup(key) is None
