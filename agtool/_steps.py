@@ -202,16 +202,19 @@ class Ready:
 class Held:
     """A write whose key another caller holds: look again after a pause, up to a deadline."""
 
-    __slots__ = ("args", "deadline", "exact", "key", "tool")
+    __slots__ = ("args", "deadline", "exact", "key", "spend", "tool")
 
     def __init__(self, tool: Tool, args: dict[str, Any], exact: str, key: str,
-                 deadline: float) -> None:
+                 deadline: float, spend: tuple[str, float | None] | None = None) -> None:
         self.tool = tool
         self.args = args
         self.exact = exact
         self.key = key
         #: ``time.monotonic()`` past which a key still held answers ``write:in_progress``.
         self.deadline = deadline
+        #: The single-use approval this write is let through by: spent only when the body is
+        #: to run, so that a retry of a write already made is answered its outcome.
+        self.spend = spend
 
 
 def call_sync(runtime: Runtime, tool: Tool | str, args: object, echo: object,
@@ -267,9 +270,16 @@ def prepare(runtime: Runtime, tool: Tool, args: object, echo: object,
         return Outcome(success(_plan(runtime, tool, snapshot)), PLAN, None, snapshot)
     # The keyed digest of the args: what an approval and a write's key are bound to.
     exact = runtime.keys.digest(snapshot) if tool.needs_approval or tool.writes else ""
-    if tool.needs_approval and not approved(
-            runtime.keys, tool.name, exact, approvals, run_id, step_id,
-            lambda token_id, expires_at: spend_once(runtime.store(), token_id, expires_at)):
+    deferred: list[tuple[str, float | None]] = []
+
+    def spend(token_id: str, expires_at: float | None) -> bool:
+        if tool.writes:  # spent once the key is claimed to run, in reclaim
+            deferred.append((token_id, expires_at))
+            return True
+        return spend_once(runtime.store(), token_id, expires_at)
+
+    if tool.needs_approval and not approved(runtime.keys, tool.name, exact, approvals, run_id,
+                                            step_id, spend):
         counts.denied += 1
         return Outcome(failure(AUTH_APPROVAL), args=snapshot)
     if tool.writes:
@@ -278,7 +288,8 @@ def prepare(runtime: Runtime, tool: Tool, args: object, echo: object,
         if key is None or not exact:
             return Outcome(failure(WRITE_NO_KEY), args=snapshot)
         deadline = time.monotonic() + runtime.pending_wait
-        return reclaim(runtime, Held(tool, snapshot, exact, key, deadline))
+        return reclaim(runtime, Held(tool, snapshot, exact, key, deadline,
+                                     deferred[0] if deferred else None))
     memo_key = tool.memo_key(snapshot, run_id) if tool.ttl > 0 else None
     if memo_key is not None:
         frozen = runtime.memo.get(memo_key)
@@ -312,7 +323,7 @@ def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
         _log.error("idempotency store failed to claim %s (%s)", held.key, type(exc).__name__)
         return Outcome(failure(WRITE_STORE), args=held.args)
     if claim.state == RUN:
-        return Ready(tool, held.args, None, held.key)
+        return _spent(runtime, held) or Ready(tool, held.args, None, held.key)
     if claim.state == DONE:
         replayed = stored_envelope(claim.outcome)
         if replayed is None:  # the store, not the write, is broken
@@ -332,11 +343,22 @@ def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
                        type(exc).__name__)
             return Outcome(failure(WRITE_STORE), args=held.args)
         if taken:
-            return Ready(tool, held.args, None, held.key, reconciling=True)
+            return _spent(runtime, held) or Ready(tool, held.args, None, held.key,
+                                                  reconciling=True)
         # Another caller is reconciling it now: wait for its outcome as for a pending key.
     if time.monotonic() >= held.deadline:
         return Outcome(failure(WRITE_IN_PROGRESS), args=held.args)
     return held
+
+
+def _spent(runtime: Runtime, held: Held) -> Outcome | None:
+    """Spend the write's single-use approval now that its body is to run; refuse if it was."""
+    if held.spend is None or spend_once(runtime.store(), *held.spend):
+        return None
+    # Used before (by another call, or another key): nothing ran, so the key is given back.
+    release(runtime.store(), held.key, runtime.owner)
+    held.tool.counts.denied += 1
+    return Outcome(failure(AUTH_APPROVAL), args=held.args)
 
 
 # -- the body, and after it ------------------------------------------------------------------

@@ -40,22 +40,12 @@ def _worker(url: str, secret: str, log: str, barrier: Any, answers: Any) -> None
 
     store = PostgresStore(url, table=os.environ["AGTOOL_REPORT_TABLE"])
     gate = agtool.Gate(_table(log), scope={"reversible_write"}, store=store, pending_wait=30.0,
-                       **_gate_options(secret))
+                       secret=secret)
     barrier.wait(timeout=60)
     for key in range(_KEYS):
         envelope = gate.call_tool("place", {"order": f"K-{key}"}, run_id="race", step_id="s")
         answers.put(bool(envelope["ok"]))
     store.close()
-
-
-def _gate_options(secret: str) -> dict[str, Any]:
-    import inspect
-
-    import agtool
-
-    # A shared store needs a shared key, where the gate takes one.
-    return ({"secret": secret} if "secret" in inspect.signature(agtool.Gate).parameters
-            else {})
 
 
 def measure_postgres_race() -> dict[str, Any]:

@@ -321,6 +321,24 @@ def test_a_single_use_approval_lets_one_call_through(tmp_path: Path) -> None:
     assert body.count == 5
 
 
+def test_a_retry_with_a_spent_single_use_approval_is_answered_its_outcome() -> None:
+    """The token is spent when the body is to run, not before the key is looked up: a retry
+    of the same step with the same token gets the first outcome, never ``auth:approval``, and
+    a refused spend gives the key back (the next call with a fresh approval runs it)."""
+    body = Body()
+    gate = gate_of(body, store=SqliteStore())
+    once = gate.approve("pay", ARGS, single_use=True)
+    first = pay(gate, dict(ARGS), [once])
+    assert first["ok"] is True
+    assert pay(gate, dict(ARGS), [once]) == first  # a retry: replayed, not refused
+    assert pay(gate, dict(ARGS), [once], step_id="step-2")["error"] == "auth:approval"
+    key = gate.idempotency_key("pay", ARGS, "run-1", "step-2")
+    assert key is not None
+    assert gate.store.lookup(key) is None  # refused before the body: the key was given back
+    assert pay(gate, dict(ARGS), [gate.approve("pay", ARGS)], step_id="step-2")["ok"] is True
+    assert body.count == 2
+
+
 def test_racing_threads_spend_a_single_use_approval_once() -> None:
     """Eight threads with one single-use token, each on its own step: one body run."""
     body = Body()

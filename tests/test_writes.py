@@ -14,6 +14,7 @@ import copy
 import multiprocessing
 import os
 import pathlib
+import secrets
 import shutil
 import socket
 import sqlite3
@@ -54,8 +55,8 @@ ORDER_ARGS: dict[str, Any] = {
 }
 ORDER_RETURNS: dict[str, Any] = {"order": {"type": "str"}, "serial": {"type": "int"}}
 ARGS: dict[str, Any] = {"order": "A-1", "qty": 1}
-#: What every gate over a shared store is given.
-GATE_OPTIONS: dict[str, Any] = {}
+#: What every gate over a shared store is given: the key its digests are made with.
+GATE_OPTIONS: dict[str, Any] = {"secret": secrets.token_hex(16)}
 #: How long a test waits for a body left running in the background before it gives up.
 SETTLE_SECONDS = 5.0
 
