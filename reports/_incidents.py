@@ -8,6 +8,10 @@ figure is a count taken from the bodies or from the store, never typed in.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
+import json
 import logging
 import os
 import signal
@@ -19,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agtool import Envelope, Gate, SqliteStore
+from agtool import Approval, Envelope, Gate, SqliteStore
+from agtool._authority import TOKEN_PREFIX
 from agtool._cli import main as agtool_main
 
 __all__ = ["measure_incidents"]
@@ -75,7 +80,7 @@ def measure_incidents() -> dict[str, Any]:
     """Run each scenario and count what happened."""
     with tempfile.TemporaryDirectory() as folder:
         return {"cancelled": _cancelled(), "crash": _crash(Path(folder)),
-                "failing_store": _failing_store()}
+                "failing_store": _failing_store(), "forged_approvals": _forged()}
 
 
 def _cancelled() -> dict[str, Any]:
@@ -116,6 +121,55 @@ def _crash(folder: Path) -> dict[str, Any]:
     return {"killed_with": "SIGKILL", "effect_made": mark.exists(), "retries": _RETRIES,
             "answers_before": sorted(set(before)), "listed": listed, "resolve_status": status,
             "answer_after": after["value"], "body_runs_after_crash": payments.made}
+
+
+class _Money:
+    """An argument with no canonical form: its repr is all that tells two apart."""
+
+    def __init__(self, cents: int) -> None:
+        self.cents = cents
+
+    def __repr__(self) -> str:
+        return "Money(...)"
+
+
+def _forged() -> dict[str, Any]:
+    """An irreversible payment, and every way of forging its approval the issue measured."""
+    payments = _Payments()
+    table = _table(payments.pay)
+    table["pay"]["risk"] = "irreversible"
+    table["transfer"] = {"fn": payments.pay, "effect": "write", "risk": "irreversible",
+                         "args": {"order": {"type": "str"}, "amount": {"type": "dict"}},
+                         "returns": {"receipt": {"type": "str"}}}
+    gate = Gate(table, scope={"irreversible"})
+    plan = gate.call_tool("pay", dict(_ARGS), dry_run=True, run_id=_RUN, step_id=_STEP)["value"]
+    real = gate.approve("pay", {**_ARGS, "amount": 1})  # a real approval, of other args
+    mutated = gate.approve("pay", {**_ARGS, "amount": 1})
+    object.__setattr__(mutated, "token", real.token.replace("1", "3", 1))
+
+    class Covers(Approval):
+        """A subclass whose token is a real one for other args."""
+
+    body = base64.urlsafe_b64encode(json.dumps(
+        {"v": 1, "tool": "pay", "args": plan["args_digest"], "run": "", "step": "",
+         "exp": None, "id": "x", "by": "me", "once": False}).encode()).decode().rstrip("=")
+    hand_made = f"{TOKEN_PREFIX}.{body}." + base64.urlsafe_b64encode(
+        hmac.new(b"guessed-secret", body.encode(), hashlib.sha256).digest()).decode()
+    forgeries = {
+        "hand-made token, HMAC under a guessed key": [hand_made],
+        "rebuilt from the dry-run plan's args_digest": [Approval(plan["args_digest"])],
+        "Approval subclass": [Covers(real.token)],
+        "instance mutated with object.__setattr__": [mutated],
+        "approval of other arguments": [real],
+    }
+    answers = {name: gate.call_tool("pay", dict(_ARGS), run_id=_RUN, step_id=_STEP,
+                                    approvals=approvals)["error"]
+               for name, approvals in forgeries.items()}
+    small = gate.approve("transfer", {"order": "ORD-1", "amount": {"value": _Money(1)}})
+    answers["Money(1) approved, Money(10**9) sent (no canonical form)"] = gate.call_tool(
+        "transfer", {"order": "ORD-1", "amount": {"value": _Money(10**9)}}, run_id=_RUN,
+        step_id="transfer", approvals=[small])["error"]
+    return {"answers": answers, "payments": payments.made}
 
 
 class _FullDisk(SqliteStore):
