@@ -296,6 +296,8 @@ def _add_check(commands: Any) -> None:
                        "the ci profile, else a new one, printed)")
     check.add_argument("--profile", choices=("dev", "ci", "thorough"),
                        help="the Hypothesis profile (default: ci when CI is set, else dev)")
+    check.add_argument("--examples", type=int, metavar="N",
+                       help="examples per item (default: the profile's, at most 10)")
     check.add_argument("--server-log", metavar="FILE",
                        help="append a stdio server's stderr to FILE (default: discarded)")
     check.set_defaults(run=_check)
@@ -313,7 +315,7 @@ def _check(args: argparse.Namespace) -> int:
         settings.load_profile(args.profile)
     else:
         load_default_profile()
-    profile = settings()
+    profile = settings() if args.examples is None else settings(max_examples=args.examples)
     seed = choose_seed(args.seed, profile.derandomize)
     print(f"agtool check: {args.mcp}: seed {seed}", flush=True)
     skips: set[tuple[str, str]] = set()

@@ -142,6 +142,15 @@ def _cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _with_fileno(stream: Any) -> Any:
+    """``stream`` if a subprocess can write to it, else the null device (a captured stderr)."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return open(os.devnull, "w")  # closed by McpTarget.close
+    return stream
+
+
 @dataclass(frozen=True)
 class Answer:
     """A server's answer to one ``tools/call``."""
@@ -183,7 +192,7 @@ class McpTarget:
         if not target.strip():
             raise ValueError("the MCP server to check is empty: give a command or a URL")
         self.target = target
-        self._errlog = errlog
+        self._errlog = _with_fileno(errlog if errlog is not None else sys.stderr)
         self._transport = transport
         self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
         self._portal = self._portal_cm.__enter__()
@@ -200,6 +209,8 @@ class McpTarget:
         """Close the open session (ending a stdio server) and the event loop."""
         self._drop()
         self._portal_cm.__exit__(None, None, None)
+        if self._errlog is not None and self._errlog.name == os.devnull:
+            self._errlog.close()
 
     def _drop(self) -> None:
         if self._session is not None:
@@ -213,9 +224,8 @@ class McpTarget:
         if self._session is not None and self._session[0] == key:
             return self._session[1]
         self._drop()
-        errlog = self._errlog if self._errlog is not None else sys.stderr
         opened = self._portal.wrap_async_context_manager(
-            _open_session(self.target, errlog, self._transport))
+            _open_session(self.target, self._errlog, self._transport))
         try:
             session = opened.__enter__()
         except Exception as exc:  # a missing command, a crash, a server that is not MCP
@@ -457,37 +467,44 @@ class _Checks:
         self.table = {tool.name: tool.entry}
         self.gate = Gate(self.table)  # only its checks are used: its body never runs
         self.drawn: Counter[str] = Counter()
+        self.gone = ""  #: what broke the server, once something did
+        #: Examples sent, shrinking's included (a draw not sent is not counted).
+        self.sent = 0
 
     def sendable(self, args: Any, reasons: frozenset[str]) -> Any:
         """``args`` on the wire, if both oracles read it as the draw meant; else ``None``."""
-        from hypothesis import event
-
         wire = _wire(args)
         if not isinstance(wire, dict):
-            event("not sent: JSON cannot carry it")
+            _event("not sent: JSON cannot carry it")
             return None
         if self.gate.validate_args(self.tool.name, wire) not in reasons:
-            event("not sent: the JSON round trip changed the defect")
+            _event("not sent: the JSON round trip changed the defect")
             return None
         valid = reasons == frozenset({""})
         if bool(_schema_refusal(self.tool, wire)) == valid:
-            event("not sent: jsonschema reads the schema otherwise (STRICTER_THAN_JSON_SCHEMA)")
+            _event("not sent: jsonschema reads the schema otherwise (STRICTER_THAN_JSON_SCHEMA)")
             return None
         return wire
 
     def send(self, args: dict[str, Any], what: str) -> Answer:
+        # After a death, the item's later examples (shrinking's) are not sent: each would
+        # start the server again only to kill it, and the news is the call that did.
+        if self.gone:
+            raise AssertionError(self.gone)
         try:
             return self.target.call(self.tool.name, args)
         except ServerGone as exc:
-            raise AssertionError(f"{what} {self.tool.name}({_show(args)}) broke the server or "
-                                 f"the session: {exc}") from None
+            self.gone = (f"{what} {shown(self.tool.name)}({_show(args)}) broke the server or "
+                         f"the session: {exc}; the item's later examples were not sent")
+            raise AssertionError(self.gone) from None
 
     def refused(self, args: Any, reasons: frozenset[str], how: str, follow: Any) -> None:
         """A defective call is refused, with an agtool server's reason if it gives one."""
-        from hypothesis import assume, event
+        from hypothesis import assume
 
         wire = self.sendable(args, reasons)
         assume(wire is not None)
+        self.sent += 1
         self.drawn[how] += 1
         answer = self.send(wire, "the defective call")
         name = shown(self.tool.name)
@@ -497,7 +514,7 @@ class _Checks:
                 f"tool {name!r} accepted a call its schema refuses: {name}({_show(wire)}) "
                 f"answered {_show(answer.value)}; planted {' or '.join(expected)} ({how}); "
                 f"jsonschema: {_schema_refusal(self.tool, wire)}")
-        event("refused as a JSON-RPC error" if answer.protocol_error else "refused: isError")
+        _event("refused as a JSON-RPC error" if answer.protocol_error else "refused: isError")
         if answer.reason and answer.reason not in expected:
             raise AssertionError(
                 f"tool {name!r} refused {name}({_show(wire)}) with {answer.reason!r}; the "
@@ -508,10 +525,11 @@ class _Checks:
 
     def accepts(self, args: Any) -> None:
         """A valid call is not refused, and its result keeps the tool's output contract."""
-        from hypothesis import assume, event
+        from hypothesis import assume
 
         wire = self.sendable(args, frozenset({""}))
         assume(wire is not None)
+        self.sent += 1
         self.drawn["valid call"] += 1
         answer = self.send(wire, "the valid call")
         name = shown(self.tool.name)
@@ -520,7 +538,7 @@ class _Checks:
                 f"tool {name!r} refused what its schema admits: {name}({_show(wire)}) "
                 f"answered {answer.reason or answer.text[:200]!r}")
         self._check_result(wire, answer)
-        event("accepts: " + ("empty result" if _is_empty(answer.value) else "answered"))
+        _event("accepts: " + ("empty result" if _is_empty(answer.value) else "answered"))
 
     def _check_result(self, wire: dict[str, Any], answer: Answer) -> None:
         name = shown(self.tool.name)
@@ -539,6 +557,15 @@ class _Checks:
             raise AssertionError(f"{what}, which its return contract refuses: result:{reason}")
 
 
+def _event(text: str) -> None:
+    """``hypothesis.event``, for ``--hypothesis-show-statistics``; nothing outside a test."""
+    from hypothesis import event as record
+    from hypothesis.control import currently_in_test_context
+
+    if currently_in_test_context():
+        record(text)
+
+
 def _is_empty(value: Any) -> bool:
     if isinstance(value, dict):
         return not value or any(isinstance(each, list) and not each for each in value.values())
@@ -546,8 +573,8 @@ def _is_empty(value: Any) -> bool:
 
 
 def item_test(target: McpTarget, tool: ToolUnderTest, item: CheckItem, settings: Any,
-              seed: int) -> tuple[Callable[[], None], _Checks, list[int]]:
-    """The Hypothesis test of ``item``, its checks (with what they drew) and an example count."""
+              seed: int) -> tuple[Callable[[], None], _Checks]:
+    """The Hypothesis test of ``item``, and its checks (which count what they sent)."""
     from hypothesis import HealthCheck, Phase, given
     from hypothesis import seed as with_seed
     from hypothesis import settings as Settings
@@ -557,7 +584,6 @@ def item_test(target: McpTarget, tool: ToolUnderTest, item: CheckItem, settings:
 
     checks = _Checks(target, tool)
     table, name = checks.table, tool.name
-    counted = [0]
     strategy: st.SearchStrategy[Any]
     check: Callable[[Any], None]
     if item.prop == "refused":
@@ -580,7 +606,6 @@ def item_test(target: McpTarget, tool: ToolUnderTest, item: CheckItem, settings:
         check = checks.accepts
 
     def test(drawn: Any) -> None:
-        counted[0] += 1
         check(drawn)
 
     base = settings if settings is not None else Settings()
@@ -592,7 +617,7 @@ def item_test(target: McpTarget, tool: ToolUnderTest, item: CheckItem, settings:
                           database=None, deadline=None, suppress_health_check=suppressed,
                           phases=phases)
     wrapped = with_seed(seed)(configured(given(strategy)(test)))
-    return wrapped, checks, counted
+    return wrapped, checks
 
 
 def choose_seed(given_seed: int | None, derandomized: bool) -> int:
@@ -624,14 +649,15 @@ def run_item(target: McpTarget, tool: ToolUnderTest, item: CheckItem, settings: 
     """Run one item; a failure is a result, not an exception."""
     if item.skip:
         return ItemResult(item, "skipped", item.skip, 0, seed)
-    test, checks, counted = item_test(target, tool, item, settings, seed)
+    test, checks = item_test(target, tool, item, settings, seed)
     try:
         test()
     except Exception as exc:
         found = getattr(exc, "exceptions", None) or [exc]
         lines = [_failure_text(one) for one in found]
-        return ItemResult(item, "failed", "\n".join(lines), counted[0], seed, dict(checks.drawn))
-    return ItemResult(item, "passed", "", counted[0], seed, dict(checks.drawn))
+        return ItemResult(item, "failed", "\n".join(lines), checks.sent, seed,
+                          dict(checks.drawn))
+    return ItemResult(item, "passed", "", checks.sent, seed, dict(checks.drawn))
 
 
 def _failure_text(exc: BaseException) -> str:

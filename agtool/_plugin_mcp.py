@@ -145,7 +145,7 @@ class McpItem(pytest.Item):
         target = self._collector.server.target
         self.agtool_info = {"source": target, "tool": check.tool, "property": check.prop}
         self._test: Any = None
-        self._counted: list[int] = [0]
+        self._checks: Any = None
 
     @property
     def _collector(self) -> McpToolCollector:
@@ -163,9 +163,8 @@ class McpItem(pytest.Item):
             from ._mcp_check import item_test
 
             collector = self._collector
-            self._test, _, self._counted = item_test(collector.server, collector.tool,
-                                                     self.check, settings(),
-                                                     run_seed(self.config))
+            self._test, self._checks = item_test(collector.server, collector.tool, self.check,
+                                                 settings(), run_seed(self.config))
         return self._test
 
     def runtest(self) -> None:
@@ -176,7 +175,8 @@ class McpItem(pytest.Item):
         try:
             self.obj()
         finally:
-            self.user_properties += [("examples", self._counted[0]), ("seed", seed)]
+            sent = self._checks.sent if self._checks is not None else 0
+            self.user_properties += [("examples", sent), ("seed", seed)]
             # Hypothesis would offer a patch adding @example to the harness's own test.
             self.__dict__.pop("_hypothesis_failing_examples", None)
 
