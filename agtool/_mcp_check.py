@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import random
 import shlex
@@ -65,7 +66,8 @@ from mcp.shared.exceptions import MCPError
 from ._errors import AgtoolError
 from ._gate import Gate
 from ._jsonschema import SchemaError, ToolDefinition, import_tool, tool_definition
-from ._mcp_proxy import UpstreamUnavailable
+from ._mcp_proxy import _LISTED_KEYS, UpstreamUnavailable
+from ._mcp_proxy import _cause as _first_cause
 from ._reasons import shown
 
 __all__ = [
@@ -93,8 +95,11 @@ EXAMPLES_PER_ITEM = 10
 CALL_TIMEOUT = 30.0
 #: The seed of a derandomized profile (``ci``): the same calls on every run.
 DERANDOMIZED_SEED = 0
-# Values that are data inside a schema, not schemas: never closed by _closed().
-_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+# Where JSON Schema keeps schemas: in a mapping of them, a list of them, or one.
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+_SCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
+_SCHEMA_KEYS = frozenset({"items", "additionalProperties", "not", "if", "then", "else",
+                          "contains"})
 
 
 class ServerGone(AgtoolError, ConnectionError):
@@ -134,12 +139,9 @@ async def _open_session(target: str, errlog: Any, transport: Transport | None
 
 
 def _cause(exc: BaseException) -> str:
-    """The first real failure inside ``exc``, which a task group may have wrapped."""
-    inner = getattr(exc, "exceptions", None)
-    while inner:
-        exc = inner[0]
-        inner = getattr(exc, "exceptions", None)
-    return f"{type(exc).__name__}: {exc}"
+    """The first real failure inside ``exc``; a bare timeout said as one."""
+    cause = _first_cause(exc)
+    return f"no answer within {CALL_TIMEOUT:g} s" if cause == "TimeoutError: " else cause
 
 
 def _with_fileno(stream: Any) -> Any:
@@ -192,7 +194,9 @@ class McpTarget:
         if not target.strip():
             raise ValueError("the MCP server to check is empty: give a command or a URL")
         self.target = target
-        self._errlog = _with_fileno(errlog if errlog is not None else sys.stderr)
+        given = errlog if errlog is not None else sys.stderr
+        self._errlog = _with_fileno(given)
+        self._own_errlog = self._errlog is not given
         self._transport = transport
         self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
         self._portal = self._portal_cm.__enter__()
@@ -209,7 +213,7 @@ class McpTarget:
         """Close the open session (ending a stdio server) and the event loop."""
         self._drop()
         self._portal_cm.__exit__(None, None, None)
-        if self._errlog is not None and self._errlog.name == os.devnull:
+        if self._own_errlog:
             self._errlog.close()
 
     def _drop(self) -> None:
@@ -333,21 +337,23 @@ class ToolUnderTest:
         return self._validators[which]
 
 
-def _closed(schema: Any) -> Any:
-    """``schema`` with every object schema that says nothing of extra keys closed."""
-    if isinstance(schema, list):
-        return [_closed(each) for each in schema]
+def _closed(schema: Any, top: bool = True) -> Any:
+    """``schema`` closed as the gate reads arguments: the whole set, and every object that
+    names its keys, refuse a key they do not name unless they say otherwise (a free-form
+    object stays free)."""
     if not isinstance(schema, dict):
         return schema
-    closed = {key: value if key in _DATA_KEYWORDS else _closed(value)
-              for key, value in schema.items()}
-    if ("properties" in closed or closed.get("type") == "object") and (
-            "additionalProperties" not in closed):
+    closed = dict(schema)
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            closed[key] = {name: _closed(child, False) for name, child in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            closed[key] = [_closed(child, False) for child in value]
+        elif key in _SCHEMA_KEYS:
+            closed[key] = _closed(value, False)
+    if (top or "properties" in closed) and "additionalProperties" not in closed:
         closed["additionalProperties"] = False
     return closed
-
-
-_LISTED_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 
 
 def tools_under_test(target: McpTarget) -> list[ToolUnderTest]:
@@ -392,8 +398,6 @@ def _imported(definition: ToolDefinition, source: str) -> ToolUnderTest:
 
 @contextlib.contextmanager
 def _quiet_imports() -> Iterator[None]:
-    import logging
-
     logger = logging.getLogger("agtool")
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -415,8 +419,8 @@ def plan(tools: Sequence[ToolUnderTest], *, allow_writes: bool = False) -> list[
         if tool.entry is None:
             continue
         skip = "" if allow_writes or not tool.writes else (
-            f"tool {shown(tool.name)!r} may write (no readOnlyHint: true): called only with "
-            f"--agtool-allow-writes")
+            f"tool {shown(tool.name)!r} may write (no readOnlyHint: true): called only when "
+            f"writes are allowed (--agtool-allow-writes, or agtool check --allow-writes)")
         table = {tool.name: tool.entry}
         items += [CheckItem(tool.name, "refused", site, skip)
                   for site in defect_sites(table, tool.name)]
