@@ -45,6 +45,7 @@ __all__ = ["McpItem", "McpServerCollector", "McpToolCollector"]
 
 _TARGETS = pytest.StashKey[list["McpTarget"]]()
 _SEED = pytest.StashKey[int]()
+_SEED_KEY = "agtool_mcp_seed"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -65,13 +66,23 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         target.close()
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    # pytest-xdist: every worker draws with the seed the controller chose and printed.
+    node.workerinput[_SEED_KEY] = run_seed(node.config)
+
+
 def run_seed(config: pytest.Config) -> int:
-    """The seed of every MCP item of this run, chosen once."""
+    """The seed of every MCP item of this run, chosen once (by xdist's controller)."""
     if _SEED not in config.stash:
         from hypothesis import settings
 
         from ._mcp_check import choose_seed
 
+        from_controller = getattr(config, "workerinput", {}).get(_SEED_KEY)
+        if from_controller is not None:
+            config.stash[_SEED] = int(from_controller)
+            return config.stash[_SEED]
         given = config.getoption("hypothesis_seed", None)
         if given is not None and not str(given).isdigit():
             given = zlib.crc32(str(given).encode())  # Hypothesis takes any text as a seed
