@@ -306,16 +306,16 @@ def _add_check(commands: Any) -> None:
 def _check(args: argparse.Namespace) -> int:
     from hypothesis import settings
 
-    from strategies.profiles import load_default_profile, register_profiles
+    from strategies.profiles import DEFAULT_PROFILE, register_profiles
 
     from ._mcp_check import choose_seed, run_check
 
-    if args.profile:
-        register_profiles()
-        settings.load_profile(args.profile)
-    else:
-        load_default_profile()
-    profile = settings() if args.examples is None else settings(max_examples=args.examples)
+    register_profiles()
+    # Read, not loaded: the command changes no Hypothesis setting of the process it runs in.
+    name = args.profile or ("ci" if os.environ.get("CI") else DEFAULT_PROFILE)
+    profile = settings.get_profile(name)
+    if args.examples is not None:
+        profile = settings(profile, max_examples=args.examples)
     seed = choose_seed(args.seed, profile.derandomize)
     print(f"agtool check: {args.mcp}: seed {seed}", flush=True)
     skips: set[tuple[str, str]] = set()

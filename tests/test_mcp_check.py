@@ -28,6 +28,7 @@ from hypothesis import Phase, settings
 from jsonschema import Draft202012Validator
 from mcp.client._memory import InMemoryTransport  # the SDK's own in-process transport
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 
 from agtool._cli import main
 from agtool._loader import load_table
@@ -194,13 +195,15 @@ def liar_app() -> Server[Any]:
     output = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     read = types.ToolAnnotations(read_only_hint=True)
     tools = [types.Tool(name=name, input_schema=schema, output_schema=output, annotations=read)
-             for name in ("wrong_reason", "text_only")]
+             for name in ("wrong_reason", "text_only", "rpc_error")]
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         text = [types.TextContent(type="text", text="{}")]
+        if params.name == "rpc_error":  # refused as a protocol error, not as a tool result
+            raise MCPError(types.INVALID_PARAMS, "invalid params")
         if params.name == "wrong_reason":  # agtool's error shape, with a reason it did not plant
             error = {"ok": False, "error": {"details": {"reason": "args:min:n"}}}
             return types.CallToolResult(content=text, structured_content=error, is_error=True)
@@ -222,6 +225,8 @@ def test_a_refusal_with_another_reason_and_a_result_without_structure_fail() -> 
     assert items["wrong_reason::refused[min:n]"].outcome == "passed"
     assert "refused what its schema admits" in items["wrong_reason::accepts"].message
     assert "returned no structuredContent" in items["text_only::accepts"].message
+    assert items["rpc_error::refused[type:n]"].outcome == "passed"
+    assert "JSON-RPC error -32602" in items["rpc_error::accepts"].message
 
 
 def test_the_same_seed_sends_the_same_calls(recorded: list[dict[str, Any]]) -> None:
