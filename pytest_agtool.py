@@ -35,6 +35,8 @@ ONLY_OPTION = "agtool_only"
 SUMMARY_OPTION = "agtool_summary"
 REPRODUCE_OPTION = "agtool_reproduce"
 MARKER = "agtool"
+MCP_OPTION = "agtool_mcp"
+WRITES_OPTION = "agtool_allow_writes"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,6 +67,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="replay the exact failing example a harness report printed (select its item "
              "with -k)",
     )
+    group.addoption(
+        "--agtool-mcp", dest=MCP_OPTION, action="append", default=[],
+        metavar="COMMAND_OR_URL",
+        help="run the harness's properties over the tools of an MCP server, from the outside "
+             "(repeatable): a command started as a stdio server, --agtool-mcp='python "
+             "server.py', or a streamable HTTP URL, --agtool-mcp=http://127.0.0.1:8000/mcp",
+    )
+    group.addoption(
+        "--agtool-allow-writes", dest=WRITES_OPTION, action="store_true", default=False,
+        help="with --agtool-mcp, also call the tools that may write (no readOnlyHint: true); "
+             "without it their items are skipped",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -78,6 +92,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from agtool import _plugin
 
         config.pluginmanager.register(_plugin, "agtool-harness")
+    if config.getoption(MCP_OPTION):
+        from agtool import _plugin_mcp
+
+        config.pluginmanager.register(_plugin_mcp, "agtool-mcp-harness")
 
 
 @pytest.hookimpl(trylast=True)

@@ -9,7 +9,10 @@
   MCP server, and ``agtool mcp proxy -- CMD ARGS...`` puts a gate in front of one
   (both need the ``mcp`` extra);
 - ``agtool writes list|resolve|forget --store PATH|URL`` shows an operator the
-  write keys that are pending or whose outcome is unknown, and settles them.
+  write keys that are pending or whose outcome is unknown, and settles them;
+- ``agtool check --mcp CMD_OR_URL [--allow-writes]`` runs the harness's
+  properties over an MCP server's tools from the outside, and exits with
+  status 1 when any fails (needs the ``mcp`` extra).
 
 ``--table`` modules are looked for in the current folder too. A reader that
 stops early (``agtool lint --json | head -1``) ends the command quietly, with
@@ -84,6 +87,7 @@ def command_parser() -> argparse.ArgumentParser:
     _add_lint(commands)
     _add_mcp(commands)
     add_writes(commands)
+    _add_check(commands)
     return parser
 
 
@@ -277,6 +281,66 @@ def _pair(item: str, sep: str, option: str) -> tuple[str, str]:
     if not found or not left or not right:
         raise TableError(f"{option} {item!r}: expected NAME{sep}VALUE")
     return left, right
+
+
+def _add_check(commands: Any) -> None:
+    check = commands.add_parser(
+        "check", help="run the harness's properties over an MCP server's tools",
+        description="Start an MCP server (or reach one over streamable HTTP), import each "
+        "tool's contract from its own schemas, and check from the outside that single-defect "
+        "calls and models' mistakes are refused without breaking the session, that valid "
+        "calls are answered, and that results keep the outputSchema. Prints a line per "
+        f"failing item and a summary; exits with status {EXIT_FINDINGS} if any item fails.")
+    check.add_argument("--mcp", required=True, metavar="COMMAND_OR_URL",
+                       help="a command started as a stdio server ('python server.py'), or a "
+                       "streamable HTTP URL (http://127.0.0.1:8000/mcp)")
+    check.add_argument("--allow-writes", action="store_true",
+                       help="also call the tools that may write (no readOnlyHint: true)")
+    check.add_argument("--seed", type=int, help="the seed of the calls drawn (default: 0 under "
+                       "the ci profile, else a new one, printed)")
+    check.add_argument("--profile", choices=("dev", "ci", "thorough"),
+                       help="the Hypothesis profile (default: ci when CI is set, else dev)")
+    check.add_argument("--examples", type=int, metavar="N",
+                       help="examples per item (default: the profile's, at most 10)")
+    check.add_argument("--server-log", metavar="FILE",
+                       help="append a stdio server's stderr to FILE (default: discarded)")
+    check.set_defaults(run=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from hypothesis import settings
+
+    from strategies.profiles import DEFAULT_PROFILE, register_profiles
+
+    from ._mcp_check import choose_seed, run_check
+
+    register_profiles()
+    # Read, not loaded: the command changes no Hypothesis setting of the process it runs in.
+    name = args.profile or ("ci" if os.environ.get("CI") else DEFAULT_PROFILE)
+    profile = settings.get_profile(name)
+    if args.examples is not None:
+        profile = settings(profile, max_examples=args.examples)
+    seed = choose_seed(args.seed, profile.derandomize)
+    print(f"agtool check: {args.mcp}: seed {seed}", flush=True)
+    skips: set[tuple[str, str]] = set()
+
+    def line(result: Any) -> None:
+        head = result.message.splitlines()[0] if result.message else ""
+        if result.outcome == "failed":
+            print(f"FAIL {result.item.tool} {result.item.label}: {head}", flush=True)
+        elif result.outcome == "skipped" and (result.item.tool, head) not in skips:
+            skips.add((result.item.tool, head))  # a write's items share one reason: said once
+            print(f"SKIP {result.item.tool}: {head}", flush=True)
+
+    with open(args.server_log or os.devnull, "a") as errlog:
+        results = run_check(args.mcp, allow_writes=args.allow_writes, settings=profile,
+                            seed=seed, errlog=errlog, progress=line)
+    counts = {outcome: sum(result.outcome == outcome for result in results)
+              for outcome in ("passed", "failed", "skipped")}
+    print(f"agtool check: {len(results)} items: {counts['passed']} passed, {counts['failed']} "
+          f"failed, {counts['skipped']} skipped; seed {seed} (the same calls again: --seed "
+          f"{seed})")
+    return EXIT_FINDINGS if counts["failed"] else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -55,6 +55,9 @@ def build_report(progress: Progress, *, benchmark: bool = True,
     profile = REPORT_SETTINGS if examples is None else settings(REPORT_SETTINGS,
                                                                 max_examples=examples)
     report["harness"] = measure_harness(progress, profile)
+    from ._mcp_harness import measure_mcp_harness
+
+    report["mcp_harness"] = measure_mcp_harness(progress, examples)
     if benchmark:
         from ._benchmark import measure_benchmark
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._mcp_harness import render_mcp_harness
+
 __all__ = ["BENCHMARK_HEADING", "render_markdown"]
 
 BENCHMARK_HEADING = "## Gate overhead (benchmark; varies from machine to machine)"
@@ -23,6 +25,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         *_failure_section(report),
         *_side_effects_section(report.get("side_effects")),
         *_harness_section(report.get("harness")),
+        *render_mcp_harness(report.get("mcp_harness")),
         *_benchmark_section(report.get("benchmark")),
         # Last, past the benchmark's heading: like the timings it depends on the machine.
         *_postgres_section(report.get("postgres_race")),

@@ -310,7 +310,8 @@ def test_the_proxy_refuses_what_the_lax_server_would_coerce_or_drop(tmp_path: Pa
     assert lax_runs(tmp_path) == [{"tool": "count_items", "limit": 2, "region": "seoul"},
                                   {"tool": "count_items", "limit": 2, "region": "busan"}]
     names = [tool.name for tool in listed.tools]
-    assert names == ["count_items", "delete_everything"]  # days_until's format is unenforceable
+    # days_until's format is unenforceable
+    assert names == ["count_items", "stock_level", "delete_everything"]
     assert "'days_until' is hidden" in err
     assert "format" in err
     assert "'delete_everything' does not say it is read-only" in err
@@ -435,7 +436,7 @@ def test_the_proxy_in_process_gates_the_lax_server(tmp_path: Path,
                 return listed, coerced, dropped, good, trusted
 
     listed, coerced, dropped, good, trusted = run(scenario)
-    assert listed == ["count_items", "delete_everything", "days_until"]
+    assert listed == ["count_items", "stock_level", "delete_everything", "days_until"]
     assert error_of(coerced)["details"]["reason"] == "args:type:limit"
     assert error_of(dropped)["details"]["reason"] == "args:unexpected:bogus"
     assert good.structured_content == {"limit": 2, "region": "[redacted]"}
