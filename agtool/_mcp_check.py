@@ -326,7 +326,7 @@ class ToolUnderTest:
     def validator(self, which: str) -> Any:
         """A ``jsonschema`` validator of the input (closed) or output schema."""
         if which not in self._validators:
-            from jsonschema.validators import (  # type: ignore[import-untyped]
+            from jsonschema.validators import (
                 Draft202012Validator,
                 validator_for,
             )
@@ -448,7 +448,7 @@ def _wire(args: Any) -> Any:
 
 def _first_error(validator: Any, value: Any) -> Any:
     """The error ``jsonschema`` would raise for ``value``, or ``None``."""
-    from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
+    from jsonschema.exceptions import best_match
 
     return best_match(validator.iter_errors(value))
 

@@ -155,7 +155,7 @@ def _forged() -> dict[str, Any]:
          "exp": None, "id": "x", "by": "me", "once": False}).encode()).decode().rstrip("=")
     hand_made = f"{TOKEN_PREFIX}.{body}." + base64.urlsafe_b64encode(
         hmac.new(b"guessed-secret", body.encode(), hashlib.sha256).digest()).decode()
-    forgeries = {
+    forgeries: dict[str, list[Any]] = {
         "hand-made token, HMAC under a guessed key": [hand_made],
         "rebuilt from the dry-run plan's args_digest": [Approval(plan["args_digest"])],
         "Approval subclass": [Covers(real.token)],
