@@ -183,6 +183,23 @@ def _incidents_section(incidents: dict[str, Any] | None) -> list[str]:
         f"{store['first_ok']}: `{store['first']}`), retried {store['retries']} times | "
         f"{codes(store['answers'])} | {store['payments']} |",
         "",
+        *_forged_section(incidents.get("forged_approvals")),
+    ]
+
+
+def _forged_section(forged: dict[str, Any] | None) -> list[str]:
+    if not forged:
+        return []
+    return [
+        "An irreversible payment, called with every forged approval the issue measured; the "
+        "gate verifies each signed token itself and asks nothing of the caller's object:",
+        "",
+        "| forged approval | answer |",
+        "|---|---|",
+        *(f"| {name} | `{answer}` |" for name, answer in forged["answers"].items()),
+        "",
+        f"Payments made: **{forged['payments']}**.",
+        "",
     ]
 
 
