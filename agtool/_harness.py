@@ -36,6 +36,7 @@ from ._reasons import (
     parse_reason,
     shown,
 )
+from ._records import redact_value
 from ._stats import ToolStats
 
 __all__ = [
@@ -439,7 +440,10 @@ def _check_once_per_key(gate: Gate, name: str, args: dict[str, Any],
     """A write runs once per idempotency key and is never memoized.
 
     Repeats of the same step, keys in any order, answer the first outcome
-    without a body run (unless it was retryable, which frees the key);
+    without a body run, with the fields the return contract marks sensitive
+    redacted (the store never keeps them in clear); after a retryable failure
+    a repeat runs the body once more (the upstream never acted on it) or
+    answers ``write:unknown`` (it may have), never more;
     ``other_args`` in the same step is a new write if its business key
     differs, the same outcome if it is the same call, else ``write:conflict``.
     """
@@ -450,6 +454,9 @@ def _check_once_per_key(gate: Gate, name: str, args: dict[str, Any],
     ran, _ = runs.since(what)
     assert ran == 1, f"the first write {what} ran the body {ran} time(s), expected once"
     kept = first["ok"] or not is_retryable(first["error"])
+    contract = gate.contract(name)
+    replay = (dict(first, value=redact_value(contract, first["value"]))
+              if first["ok"] and contract is not None else first)
     for repeat in (reordered_args, args):
         runs = _Runs(gate, name)
         again = _call(gate, name, repeat, echo_of(gate, name, repeat), step)
@@ -459,22 +466,28 @@ def _check_once_per_key(gate: Gate, name: str, args: dict[str, Any],
                               f"body {ran} time(s): a write must run once per idempotency key")
             assert _delta(runs.stats, stats) == ToolStats(replayed=1), (
                 f"the repeat {name}({show(repeat)}) was not counted as one replay")
-            assert same_value(again, first), (
+            assert same_value(again, replay), (
                 f"the repeat {name}({show(repeat)}) answered {show(again)}, the first write "
                 f"{show(first)}")
         else:
-            assert ran == 1, (f"{what} failed with the retryable {first['error']!r}, yet its "
-                              f"retry ran the body {ran} time(s): the key was not freed")
+            assert ran == 1 or (ran == 0 and again["error"] == WRITE_UNKNOWN), (
+                f"{what} failed with the retryable {first['error']!r}, and its retry ran the "
+                f"body {ran} time(s) answering {show(again)}: it must run once (nothing was "
+                f"done) or answer {WRITE_UNKNOWN}")
+            break  # the key's state is the retry's now
     runs = _Runs(gate, name)
     other = _call(gate, name, other_args, echo_of(gate, name, other_args), step)
     ran, _ = runs.since(f"{name}({show(other_args)}) in step {step}")
     same_key = gate.idempotency_key(name, other_args, HARNESS_RUN, step) == \
         gate.idempotency_key(name, args, HARNESS_RUN, step)
-    if not same_key or not kept:
+    if not same_key:
         assert ran == 1, (f"{name}({show(other_args)}) in step {step} is a new write, yet it "
                           f"ran the body {ran} time(s)")
+    elif not kept:  # what the key holds now is the retry's doing, checked above
+        assert ran <= 1, (f"{name}({show(other_args)}) in step {step} ran the body {ran} "
+                          f"times for one key")
     else:
-        expected = first if _same_call(gate, name, other_args, args) else {
+        expected = replay if _same_call(gate, name, other_args, args) else {
             "ok": False, "value": None, "error": "write:conflict"}
         assert ran == 0, (f"{name}({show(other_args)}) reuses the idempotency key of {what} "
                           f"but ran the body {ran} time(s)")

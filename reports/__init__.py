@@ -20,7 +20,7 @@ from typing import Any
 from ._incidents import measure_incidents
 from ._postgres_race import measure_postgres_race
 from ._reference import measure_reference
-from ._render import BENCHMARK_HEADING, render_markdown
+from ._render import BENCHMARK_HEADING, POSTGRES_HEADING, render_markdown
 from ._writes import measure_writes
 
 __all__ = ["REPORT_DIR", "build_report", "main", "render_markdown", "write_report"]
@@ -124,4 +124,5 @@ def _stable_json(text: str) -> str:
 
 
 def _stable_markdown(text: str) -> str:
-    return text.split(BENCHMARK_HEADING)[0].rstrip() + "\n"
+    # The machine-dependent sections come last, each after its own heading.
+    return text.split(BENCHMARK_HEADING)[0].split(POSTGRES_HEADING)[0].rstrip() + "\n"

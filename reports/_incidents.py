@@ -37,11 +37,13 @@ _WAIT = 20.0
 
 #: A process that starts a payment, makes it, and sleeps until it is killed.
 _CRASH = """
-import sys, time
+import os, sys, time
 import agtool
 
 def pay(order, amount):
-    open(sys.argv[2], "w").write(order)
+    with open(sys.argv[2] + ".part", "w") as effect:
+        effect.write(order)
+    os.replace(sys.argv[2] + ".part", sys.argv[2])
     time.sleep(60)
     return {"receipt": "never"}
 

@@ -6,9 +6,10 @@ from typing import Any
 
 from ._mcp_harness import render_mcp_harness
 
-__all__ = ["BENCHMARK_HEADING", "render_markdown"]
+__all__ = ["BENCHMARK_HEADING", "POSTGRES_HEADING", "render_markdown"]
 
 BENCHMARK_HEADING = "## Gate overhead (benchmark; varies from machine to machine)"
+POSTGRES_HEADING = "## Writes across machines (PostgreSQL; measured where a server is given)"
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -142,7 +143,7 @@ def _side_effects_section(figures: dict[str, Any] | None) -> list[str]:
 def _postgres_section(race: dict[str, Any] | None) -> list[str]:
     if not race:
         return []
-    heading = "## Writes across machines (PostgreSQL; measured where a server is given)"
+    heading = POSTGRES_HEADING
     if not race["measured"]:
         return [heading, "", f"Not measured on this run: {race['why']}.", ""]
     return [

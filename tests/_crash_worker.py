@@ -7,6 +7,7 @@ the test, so the key is left claimed by a process that no longer exists.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any
@@ -21,8 +22,9 @@ def table(mark: str | None) -> dict[str, Any]:
     def pay(order: str, amount: int) -> dict[str, Any]:
         if mark is None:
             raise AssertionError("the body ran again after the crash")
-        with open(mark, "w", encoding="utf-8") as effect:
+        with open(mark + ".part", "w", encoding="utf-8") as effect:
             effect.write(order)  # the payment is made ...
+        os.replace(mark + ".part", mark)  # (all at once: the test reads it as soon as it exists)
         time.sleep(60)  # ... and the process is killed before its outcome is stored
         return {"receipt": "never"}
 
