@@ -287,12 +287,15 @@ def approved(keys: Keys, tool: str, exact: str, approvals: Iterable[object], run
                      else approval if kind is str else None)
             if type(token) is not str:
                 continue
-            fields = _verified(keys, token)
+            try:
+                fields = _verified(keys, token)
+            except Exception:  # one token that cannot be read covers nothing; others may
+                fields = None
             if fields is None or not _covers(fields, tool, exact, run_id, step_id, now):
                 continue
             if fields["once"] and not spend(fields["id"], fields["exp"]):
                 continue
             return True
-    except Exception:  # approvals that cannot be read approve nothing
+    except Exception:  # approvals that cannot be iterated approve nothing
         return False
     return False

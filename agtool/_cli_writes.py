@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import sys
 from datetime import datetime, timezone
@@ -58,6 +59,9 @@ def _json(text: str) -> Any:
 
 
 def _opened(where: str) -> WriteStore:
+    # An operator's typo must not be answered by a new, empty store that lists nothing.
+    if not where.startswith(("postgresql://", "postgres://")) and not os.path.isfile(where):
+        raise TableError(f"--store {where}: no such store file")
     try:
         return open_store(where)
     except (sqlite3.Error, OSError) as exc:
@@ -98,6 +102,9 @@ def _resolve(args: argparse.Namespace) -> int:
     store = _opened(args.store)
     try:
         changed = store.resolve(args.key, outcome)
+    except ValueError as exc:  # a --value the store cannot keep exactly (NaN, ...)
+        print(f"agtool writes resolve: {exc}", file=sys.stderr)
+        return 2
     finally:
         store.close()
     if not changed:

@@ -41,13 +41,19 @@ class UpstreamError(AgtoolError):
     The gate answers ``upstream:<status>`` (``RATE_LIMITED`` for 429,
     ``NOT_FOUND`` for 404, ``UPSTREAM_ERROR`` otherwise) and keeps a short
     excerpt of ``body`` for the model's ``details``, never the body as data.
-    ``retry_after`` is in seconds.
+    ``retry_after`` is in seconds. ``applied=False`` is the body's word that
+    the upstream did nothing (it refused the request before acting on it, as a
+    rate limiter does): a write's idempotency key is then freed for a retry.
+    Without it a write whose body failed retryably may have acted, and its key
+    is left unknown.
     """
 
-    def __init__(self, status: int, body: str = "", retry_after: float | None = None) -> None:
+    def __init__(self, status: int, body: str = "", retry_after: float | None = None, *,
+                 applied: bool | None = None) -> None:
         self.status = status
         self.body = body
         self.retry_after = retry_after
+        self.applied = applied
         super().__init__(f"upstream answered {status}")
 
 

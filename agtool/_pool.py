@@ -65,12 +65,18 @@ class BodyPool:
     def _work(self) -> None:
         while True:
             future, context, work = self._jobs.get()
+            started = future.set_running_or_notify_cancel()
             try:
-                if not future.set_running_or_notify_cancel():
-                    continue  # its caller stopped waiting before it started: nothing ran
-                future.set_result(context.run(work))
+                value = context.run(work) if started else None
             except BaseException as exc:  # handed to the caller, as if the body ran inline
+                self._free()
                 future.set_exception(exc)
-            finally:
-                with self._lock:
-                    self._busy -= 1
+                continue
+            # Free before answering: a caller woken by the answer may submit at once.
+            self._free()
+            if started:  # else its caller stopped waiting before it started: nothing ran
+                future.set_result(value)
+
+    def _free(self) -> None:
+        with self._lock:
+            self._busy -= 1

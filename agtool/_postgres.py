@@ -118,7 +118,9 @@ class PostgresStore:
                 return Claim(DONE, stored.outcome)
             if stored.state == UNKNOWN:
                 return Claim(UNKNOWN)
-            if not abandoned(stored.owner, stored.lease_until, now):
+            if stored.owner == owner:
+                return Claim(RUN)  # this very claim's insert, landed before a broken connection
+            if not abandoned(stored.owner, key, stored.lease_until, now):
                 return Claim(PENDING)
             if db.execute(self._sql.abandon, (key, stored.owner, stored.lease_until)).rowcount:
                 return Claim(UNKNOWN)
@@ -129,7 +131,8 @@ class PostgresStore:
             stored, now = self._row(db, key)
             if stored is None or stored.state == DONE:
                 return False
-            if stored.state == PENDING and not abandoned(stored.owner, stored.lease_until, now):
+            if stored.state == PENDING and not abandoned(stored.owner, key, stored.lease_until,
+                                                         now):
                 return False
             # Conditional on what was read: of racers, one changes the row.
             return bool(db.execute(self._sql.take_over, (owner, lease, key, stored.owner,

@@ -81,8 +81,7 @@ POLL_SECONDS = 0.01
 class Runtime:
     """What every call of one gate shares: its memo, its write store, its workers, its defaults."""
 
-    __slots__ = ("background", "keys", "lease", "memo", "owner", "pending_wait", "pool", "store",
-                 "ttl")
+    __slots__ = ("background", "keys", "lease", "memo", "pending_wait", "pool", "store", "ttl")
 
     def __init__(self, memo: Memo, store: Callable[[], WriteStore], ttl: float,
                  pending_wait: float, lease: float, pool: BodyPool, keys: Keys) -> None:
@@ -91,8 +90,7 @@ class Runtime:
         self.store = store  #: the store, made when a write first needs it
         self.ttl = ttl  #: seconds a value is remembered when its contract names no ttl
         self.pending_wait = pending_wait
-        #: Who this gate's claims belong to, and for how long each holds before it is abandoned.
-        self.owner = new_owner()
+        #: How long a claim holds, seen from another host, before it is taken as abandoned.
         self.lease = lease
         self.pool = pool  #: the workers of timed sync bodies
         #: Async writes running on past their caller's timeout, kept until they settle.
@@ -187,14 +185,15 @@ class Tool:
 class Ready:
     """A call cleared to run its body: the checked snapshot and where its outcome goes."""
 
-    __slots__ = ("args", "key", "reconciling", "tool", "write_key")
+    __slots__ = ("args", "key", "owner", "reconciling", "tool", "write_key")
 
     def __init__(self, tool: Tool, args: dict[str, Any], key: Hashable | None,
-                 write_key: str | None, reconciling: bool = False) -> None:
+                 write_key: str | None, reconciling: bool = False, owner: str = "") -> None:
         self.tool = tool
         self.args = args
         self.key = key  #: the memo key of a read, if it can be remembered
         self.write_key = write_key  #: the idempotency key this call has claimed
+        self.owner = owner  #: whom the claim of ``write_key`` belongs to: this call
         #: Whether the key's outcome is unknown: ask the contract's ``reconcile`` first.
         self.reconciling = reconciling
 
@@ -202,7 +201,7 @@ class Ready:
 class Held:
     """A write whose key another caller holds: look again after a pause, up to a deadline."""
 
-    __slots__ = ("args", "deadline", "exact", "key", "spend", "tool")
+    __slots__ = ("args", "deadline", "exact", "key", "owner", "spend", "tool")
 
     def __init__(self, tool: Tool, args: dict[str, Any], exact: str, key: str,
                  deadline: float, spend: tuple[str, float | None] | None = None) -> None:
@@ -215,6 +214,8 @@ class Held:
         #: The single-use approval this write is let through by: spent only when the body is
         #: to run, so that a retry of a write already made is answered its outcome.
         self.spend = spend
+        #: Each call claims as an owner of its own: a retried insert that landed is its own.
+        self.owner = new_owner()
 
 
 def call_sync(runtime: Runtime, tool: Tool | str, args: object, echo: object,
@@ -318,12 +319,13 @@ def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
     tool = held.tool
     try:
         store = runtime.store()
-        claim = store.claim(held.key, tool.name, held.exact, runtime.owner, runtime.lease)
+        claim = store.claim(held.key, tool.name, held.exact, held.owner, runtime.lease)
     except Exception as exc:
         _log.error("idempotency store failed to claim %s (%s)", held.key, type(exc).__name__)
         return Outcome(failure(WRITE_STORE), args=held.args)
     if claim.state == RUN:
-        return _spent(runtime, held) or Ready(tool, held.args, None, held.key)
+        return _spent(runtime, held, taken_over=False) or Ready(
+            tool, held.args, None, held.key, owner=held.owner)
     if claim.state == DONE:
         replayed = stored_envelope(claim.outcome)
         if replayed is None:  # the store, not the write, is broken
@@ -337,26 +339,28 @@ def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
         if tool.contract.reconcile is None:
             return Outcome(failure(WRITE_UNKNOWN), args=held.args)
         try:
-            taken = store.take_over(held.key, runtime.owner, runtime.lease)
+            taken = store.take_over(held.key, held.owner, runtime.lease)
         except Exception as exc:
             _log.error("idempotency store failed to take over %s (%s)", held.key,
                        type(exc).__name__)
             return Outcome(failure(WRITE_STORE), args=held.args)
         if taken:
-            return _spent(runtime, held) or Ready(tool, held.args, None, held.key,
-                                                  reconciling=True)
+            return _spent(runtime, held, taken_over=True) or Ready(
+                tool, held.args, None, held.key, reconciling=True, owner=held.owner)
         # Another caller is reconciling it now: wait for its outcome as for a pending key.
     if time.monotonic() >= held.deadline:
         return Outcome(failure(WRITE_IN_PROGRESS), args=held.args)
     return held
 
 
-def _spent(runtime: Runtime, held: Held) -> Outcome | None:
+def _spent(runtime: Runtime, held: Held, *, taken_over: bool) -> Outcome | None:
     """Spend the write's single-use approval now that its body is to run; refuse if it was."""
     if held.spend is None or spend_once(runtime.store(), *held.spend):
         return None
-    # Used before (by another call, or another key): nothing ran, so the key is given back.
-    release(runtime.store(), held.key, runtime.owner)
+    # Used before (by another call, or another key). Nothing ran under this claim: a new
+    # key is given back; a key taken over stays as unknown as it was.
+    settle = mark_unknown if taken_over else release
+    settle(runtime.store(), held.key, held.owner)
     held.tool.counts.denied += 1
     return Outcome(failure(AUTH_APPROVAL), args=held.args)
 
@@ -397,14 +401,26 @@ def _ran(runtime: Runtime, ready: Ready, call: Callable[[], Any]) -> Outcome:
     try:
         value = call()
     except Exception as exc:
-        return _raised(runtime, ready, exc)
+        failed = exc  # kept past the except block for the lambda
+        return _settled(runtime, ready, lambda: _raised(runtime, ready, failed))
     except NotApplied:
         _nothing_ran(runtime, ready)
         raise
     except BaseException:
         _interrupted(runtime, ready)
         raise
-    return _answered(runtime, ready, value)
+    return _settled(runtime, ready, lambda: _answered(runtime, ready, value))
+
+
+def _settled(runtime: Runtime, ready: Ready, settle: Callable[[], Outcome]) -> Outcome:
+    """``settle()``, which concludes a body that ran; if even that is interrupted (a value
+    whose methods raise a ``BaseException`` as it is read), the write's key is left unknown,
+    not pending: the body has run."""
+    try:
+        return settle()
+    except BaseException:
+        _interrupted(runtime, ready)  # a key already settled is not changed by it
+        raise
 
 
 def _reconciled(runtime: Runtime, ready: Ready, call: Callable[[], Any]) -> object:
@@ -429,11 +445,20 @@ def _reconcile_answered(runtime: Runtime, ready: Ready, found: object) -> Outcom
     ready.reconciling = False
     if found is None:
         return None  # nothing happened: this caller owns the key and runs the body
+    tool = ready.tool
     if found is _NOT_KNOWN or isinstance(found, (TimedOut, Busy, LoopRunning)):
         _mark_unknown(runtime, ready)
         return Outcome(failure(WRITE_UNKNOWN), args=ready.args)
-    ready.tool.counts.reconciled += 1
-    return conclude(runtime, ready, found)
+    reason = tool.result_reason(found)
+    if reason and reason != UNDECLARED:
+        # Not a value of the write: the world's answer is not understood, so nothing is
+        # settled on it (a ``False`` for "not found" must not close the key as a failure).
+        _log.error("reconcile of %s under %s answered a value its return contract refuses "
+                   "(%s): left unknown", tool.shown_name, ready.write_key, reason)
+        _mark_unknown(runtime, ready)
+        return Outcome(failure(WRITE_UNKNOWN), args=ready.args)
+    tool.counts.reconciled += 1
+    return _settled(runtime, ready, lambda: conclude(runtime, ready, found))
 
 
 class _NotKnown:
@@ -454,15 +479,32 @@ async def arun(runtime: Runtime, ready: Ready) -> Outcome:
         if answered is not None:
             return answered
     if ready.write_key is not None and tool.timeout is not None:
-        # As on the sync path, a write runs on past a timeout and stores its outcome.
-        task = asyncio.ensure_future(_arun(runtime, ready, None))
-        runtime.background.add(task)
-        task.add_done_callback(runtime.background.discard)
+        # As on the sync path, a write runs on past a timeout and stores its outcome. A sync
+        # body runs and settles on a worker thread, which outlives this event loop; an async
+        # one in a task of this loop, kept until it settles.
+        work: asyncio.Future[Outcome]
+        if tool.is_async:
+            work = asyncio.ensure_future(_arun(runtime, ready, None))
+            runtime.background.add(work)
+            work.add_done_callback(_settled_task(runtime))
+        else:
+            future = runtime.pool.submit(lambda: _ran(runtime, ready, _body_call(ready)))
+            if future is None:
+                return _busy(runtime, ready)
+            work = asyncio.wrap_future(future)
         try:
-            return await asyncio.wait_for(asyncio.shield(task), tool.timeout)
-        except asyncio.TimeoutError:  # the task answers every body's own exception itself
+            return await asyncio.wait_for(asyncio.shield(work), tool.timeout)
+        except asyncio.TimeoutError:  # the work answers every body's own exception itself
             return _timed_out(ready)
     return await _arun(runtime, ready, tool.timeout)
+
+
+def _settled_task(runtime: Runtime) -> Callable[[asyncio.Future[Outcome]], None]:
+    def done(task: asyncio.Future[Outcome]) -> None:
+        runtime.background.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a BaseException it ended with was handled in it
+    return done
 
 
 async def _areconciled(runtime: Runtime, ready: Ready, reconcile: Callable[..., Any]) -> object:
@@ -483,14 +525,15 @@ async def _arun(runtime: Runtime, ready: Ready, timeout: float | None) -> Outcom
     try:
         value = await await_body(tool.fn, ready.args, tool.is_async, timeout, pool)
     except Exception as exc:
-        return _raised(runtime, ready, exc)
+        failed = exc
+        return _settled(runtime, ready, lambda: _raised(runtime, ready, failed))
     except NotApplied:
         _nothing_ran(runtime, ready)
         raise
     except BaseException:
         _interrupted(runtime, ready)
         raise
-    return _answered(runtime, ready, value)
+    return _settled(runtime, ready, lambda: _answered(runtime, ready, value))
 
 
 def _answered(runtime: Runtime, ready: Ready, value: object) -> Outcome:
@@ -527,7 +570,7 @@ def _kept(runtime: Runtime, ready: Ready, envelope: Envelope) -> bool:
     """Store a write's outcome; ``False`` (and the key unknown) if it could not be."""
     tool = ready.tool
     if ready.write_key is None or store_outcome(
-            runtime.store(), ready.write_key, runtime.owner, envelope, tool.contract,
+            runtime.store(), ready.write_key, ready.owner, envelope, tool.contract,
             tool.redacts, ready.args):
         return True
     tool.counts.unknown += 1
@@ -561,18 +604,13 @@ def _raised(runtime: Runtime, ready: Ready, exc: Exception) -> Outcome:
             # The body's own answer, kept: a repeat is refused the same way, never run again.
             if not _kept(runtime, ready, envelope):
                 return Outcome(failure(WRITE_UNKNOWN), details=details, args=ready.args)
-        elif _not_applied(envelope["error"], exc):
+        elif getattr(exc, "applied", None) is False:  # the body's word: nothing was done
             _nothing_ran(runtime, ready)
         else:
             # A timeout or a failed upstream may have taken effect before it failed: a
             # retry must find out (reconcile, or an operator), not write a second time.
             _interrupted(runtime, ready)
     return Outcome(envelope, details=details, args=ready.args)
-
-
-def _not_applied(reason: str, exc: Exception) -> bool:
-    """Whether a failure says the request was never acted on: a 429, a refused connection."""
-    return reason == "upstream:429" or isinstance(exc, ConnectionRefusedError)
 
 
 def _interrupted(runtime: Runtime, ready: Ready) -> None:
@@ -584,13 +622,13 @@ def _interrupted(runtime: Runtime, ready: Ready) -> None:
 
 def _mark_unknown(runtime: Runtime, ready: Ready) -> None:
     if ready.write_key is not None:
-        mark_unknown(runtime.store(), ready.write_key, runtime.owner)
+        mark_unknown(runtime.store(), ready.write_key, ready.owner)
 
 
 def _nothing_ran(runtime: Runtime, ready: Ready) -> None:
     """A write whose body never started: its key is freed, so that a retry may run it."""
     if ready.write_key is not None:
-        release(runtime.store(), ready.write_key, runtime.owner)
+        release(runtime.store(), ready.write_key, ready.owner)
 
 
 def _busy(runtime: Runtime, ready: Ready) -> Outcome:

@@ -141,8 +141,21 @@ _HOST = socket.gethostname()
 
 
 def new_owner() -> str:
-    """A name for one claimant: its host and process, and a token of its own."""
-    return f"{_HOST}:{os.getpid()}:{secrets.token_hex(4)}"
+    """A name for one claim: its host and process, and a token of its own."""
+    return f"{_HOST}:{os.getpid()}:{secrets.token_hex(8)}"
+
+
+#: Claims of this process that it let go of without settling them, by (owner, key):
+#: the store failed to mark them unknown or to release them. Their owner lives on, but
+#: nothing runs under them any more, so they are abandoned.
+_ORPHANED: set[tuple[str, str]] = set()
+_ORPHANED_LOCK = threading.Lock()
+
+
+def orphan(owner: str, key: str) -> None:
+    """Say that this process will do nothing more under its claim of ``key``."""
+    with _ORPHANED_LOCK:
+        _ORPHANED.add((owner, key))
 
 
 def owner_alive(owner: str) -> bool | None:
@@ -171,9 +184,21 @@ def _is_zombie(pid: int) -> bool:
         return False
 
 
-def abandoned(owner: str, lease_until: float, now: float) -> bool:
-    """Whether a pending claim's owner is gone: its lease ran out, or its process died."""
-    return now >= lease_until or owner_alive(owner) is False
+def abandoned(owner: str, key: str, lease_until: float, now: float) -> bool:
+    """Whether a pending claim's owner is gone, as far as can be known from here.
+
+    On the owner's own host its process decides, never the clock: a dead process
+    has abandoned it, a live one has not (a body may run past any lease), unless
+    it is this very process and it said so (``orphan``). On another host, where
+    nothing can be seen, the lease decides.
+    """
+    alive = owner_alive(owner)
+    if alive is None:
+        return now >= lease_until
+    if not alive:
+        return True
+    with _ORPHANED_LOCK:
+        return (owner, key) in _ORPHANED
 
 
 #: Deeper outcomes are refused: JSON libraries, and Python, recurse to read them.
@@ -329,7 +354,9 @@ class SqliteStore:
             if stored.state == DONE:
                 return Claim(DONE, stored.outcome)
             if stored.state == PENDING:
-                if not abandoned(stored.owner, stored.lease_until, now):
+                if stored.owner == owner:
+                    return Claim(RUN)  # this very claim's insert, made before a retry
+                if not abandoned(stored.owner, key, stored.lease_until, now):
                     return Claim(PENDING)
                 self._abandon(stored)
             return Claim(UNKNOWN)
@@ -343,14 +370,16 @@ class SqliteStore:
         stored = self._row(key)
         if stored is None or stored.state == DONE:
             return False
-        if stored.state == PENDING and not abandoned(stored.owner, stored.lease_until,
+        if stored.state == PENDING and not abandoned(stored.owner, key, stored.lease_until,
                                                      time.time()):
             return False
-        # Conditional on the owner and state read: of racers, one changes the row.
+        # Conditional on the row as read: of racers, one changes it, and a claim renewed
+        # meanwhile (released and claimed again by the same owner) is not taken.
         return bool(self._run(
             "UPDATE agtool_writes SET state = 'pending', owner = ?, lease_until = ?"
-            " WHERE key = ? AND owner = ? AND state = ?",
-            (owner, time.time() + lease, key, stored.owner, stored.state)))
+            " WHERE key = ? AND owner = ? AND state = ? AND lease_until = ?",
+            (owner, time.time() + lease, key, stored.owner, stored.state,
+             stored.lease_until)))
 
     def finish(self, key: str, owner: str, outcome: dict[str, Any]) -> bool:
         text = encode_outcome(outcome)
@@ -417,6 +446,6 @@ def _stored(row: tuple[Any, ...]) -> StoredWrite:
 
 def _as_seen(stored: StoredWrite, now: float) -> StoredWrite:
     """A pending claim whose owner is gone reads as what it is: unknown."""
-    if stored.state == PENDING and abandoned(stored.owner, stored.lease_until, now):
+    if stored.state == PENDING and abandoned(stored.owner, stored.key, stored.lease_until, now):
         return stored._replace(state=UNKNOWN)
     return stored

@@ -20,7 +20,7 @@ from ._outcome import Envelope
 from ._reasons import shown
 from ._records import redact_value
 from ._scrub import call_secrets, log_scrubbed
-from ._store import WriteStore, encode_outcome
+from ._store import WriteStore, encode_outcome, orphan
 
 __all__ = ["mark_unknown", "release", "store_outcome", "stored_envelope", "write_key"]
 
@@ -56,14 +56,15 @@ def store_outcome(store: WriteStore, key: str, owner: str, envelope: Envelope,
     store's error is logged scrubbed of the call's sensitive values (``args``
     and the returned ones): it may quote the outcome it was given.
     """
-    kept = dict(envelope)
-    if redacts and envelope["ok"]:
-        kept["value"] = redact_value(contract, envelope["value"])
     try:
+        kept = dict(envelope)
+        if redacts and envelope["ok"]:
+            kept["value"] = redact_value(contract, envelope["value"])
         encode_outcome(kept)
-    except ValueError as exc:
+    except Exception as exc:  # a value whose own methods raise cannot be kept either
         _log.error("outcome of %s under %s cannot be stored exactly (%s): left unknown",
-                   shown(contract.name), key, exc)
+                   shown(contract.name), key,
+                   exc if isinstance(exc, ValueError) else type(exc).__name__)
         mark_unknown(store, key, owner)
         return False
     try:
@@ -85,7 +86,9 @@ def mark_unknown(store: WriteStore, key: str, owner: str) -> None:
     try:
         store.mark_unknown(key, owner)
     except Exception as exc:
-        # The claim stays pending until its lease runs out; then it reads unknown too.
+        # The row stays pending, but this process will do nothing more under it: every
+        # reader here, and (by its lease) on other machines, then reads it unknown.
+        orphan(owner, key)
         _log.error("idempotency store failed to mark %s unknown (%s)", key, type(exc).__name__)
 
 
@@ -94,6 +97,7 @@ def release(store: WriteStore, key: str, owner: str) -> None:
     try:
         store.release(key, owner)
     except Exception as exc:
+        orphan(owner, key)  # read unknown from now on: never run again on a guess
         _log.error("idempotency store failed to release %s (%s)", key, type(exc).__name__)
 
 

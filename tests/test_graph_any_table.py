@@ -485,7 +485,7 @@ def test_a_retryable_parallel_call_is_retried_alone_with_its_own_key(
     """A 429 on one write of two: only that call is repeated, with its tool-call id as step id,
     so each write body runs once per key and the model is not asked again."""
     monkeypatch.setattr(graph_module.time, "sleep", lambda seconds: None)
-    outbox, failures = Outbox(), [UpstreamError(429, "busy")]
+    outbox, failures = Outbox(), [UpstreamError(429, "busy", applied=False)]
 
     def flaky(ticket: str, text: str) -> dict[str, Any]:
         if failures and ticket == "T-2":
@@ -563,7 +563,9 @@ def fixable(kind: str, path: tuple[Any, ...], spec: Any, value: object) -> bool:
     if path:  # a defect inside a list is reported against the list, which has no such rule
         return False
     if kind == "unexpected":
-        return True
+        # Only a key the contract does not name is dropped: an unexpected key inside a
+        # declared dict argument is reported against that argument, which is never dropped.
+        return spec is None
     if kind in ("min", "max"):
         return True
     if kind == "allowed":
@@ -715,3 +717,23 @@ def test_the_graph_modules_are_layered() -> None:
     done = subprocess.run(  # noqa: S603  # runs this test's own script
         [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_an_unexpected_key_inside_a_declared_dict_is_not_dropped() -> None:
+    """The case a random table found: ``{"0": {"0_id": None}}`` against a dict argument with
+    named keys answers ``args:unexpected:0``, reported against the declared argument, which
+    no rule drops; the run ends without a repair and the body never runs."""
+    runs: list[dict[str, Any]] = []
+
+    def look(**args: Any) -> dict[str, Any]:
+        runs.append(args)
+        return {}
+
+    table = {"look": {"fn": look, "returns": {},
+                      "args": {"0": {"type": "dict", "item": {"0": {"type": "int",
+                                                                    "required": False}}}}}}
+    out = handle({"0": {"0_id": None}, "tool": "look"}, gate=Gate(table))
+    assert out["ok"] is False
+    assert out["errors"][0] == "args:unexpected:0"
+    assert out["fixes"] == []
+    assert runs == []

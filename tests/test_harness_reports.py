@@ -60,7 +60,11 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def failure_section(result: pytest.RunResult) -> list[str]:
     text = result.stdout.str()
-    section = text[text.index("agtool: property"):text.index("short test summary")]
+    start = text.index("agtool: property")
+    # The item's own report ends where pytest's next section begins (warnings, summary).
+    ends = [text.find(mark, start) for mark in ("warnings summary", "short test summary")]
+    end = min(at for at in ends if at != -1)
+    section = text[start:text.rindex("\n", start, end)]
     return section.strip().splitlines()
 
 
@@ -158,4 +162,6 @@ def test_the_readme_pytest_commands_are_ones_pytest_takes(pytester: pytest.Pytes
                for argv in commands)
     for argv in commands:
         config = pytester.parseconfig(*argv)
-        assert config.getoption("agtool_table") == ["support_tools:TOOLS"]
+        for option, dest in (("--agtool-table=", "agtool_table"), ("--agtool-mcp=", "agtool_mcp")):
+            given = [arg[len(option):].strip("\"'") for arg in argv if arg.startswith(option)]
+            assert config.getoption(dest) == given

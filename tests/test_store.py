@@ -22,6 +22,7 @@ from agtool import Claim, SqliteStore, StoredWrite
 from agtool._store import encode_outcome, new_owner
 
 OWNER = new_owner()
+OTHER = new_owner()  #: another claim of this process: it finds OWNER's claims pending
 LEASE = 300.0
 
 OUTCOME: dict[str, Any] = {"ok": True, "value": {"order": "A-1", "rows": [1, 2.5, None]},
@@ -46,8 +47,8 @@ def test_new_key_is_run(store: SqliteStore) -> None:
 def test_claimed_key_is_pending_for_the_same_tool_and_args(store: SqliteStore) -> None:
     """A second claim of an unfinished key, same tool and args, is told to wait."""
     store.claim("k", "place", "d1", OWNER, LEASE)
-    assert store.claim("k", "place", "d1", OWNER, LEASE) == Claim("pending", None)
-    assert store.claim("k", "place", "d1", OWNER, LEASE).state == "pending"  # and stays so
+    assert store.claim("k", "place", "d1", OTHER, LEASE) == Claim("pending", None)
+    assert store.claim("k", "place", "d1", OTHER, LEASE).state == "pending"  # and stays so
 
 
 @pytest.mark.parametrize("finished", [False, True], ids=["pending", "done"])
@@ -60,8 +61,8 @@ def test_key_claimed_with_other_args_or_tool_is_a_conflict(store: SqliteStore, f
     store.claim("k", "place", "d1", OWNER, LEASE)
     if finished:
         store.finish("k", OWNER, OUTCOME)
-    assert store.claim("k", tool, digest, OWNER, LEASE) == Claim("conflict", None)
-    state = store.claim("k", "place", "d1", OWNER, LEASE).state
+    assert store.claim("k", tool, digest, OTHER, LEASE) == Claim("conflict", None)
+    state = store.claim("k", "place", "d1", OTHER, LEASE).state
     assert state == ("done" if finished else "pending")
 
 
@@ -169,7 +170,7 @@ def test_entries_outlive_the_store_object(tmp_path: pathlib.Path) -> None:
     assert second.path == str(path)
     assert second.claim("done", "place", "d1", OWNER, LEASE) == Claim("done", OUTCOME)
     assert second.claim("done", "place", "d9", OWNER, LEASE).state == "conflict"
-    assert second.claim("pending", "place", "d1", OWNER, LEASE).state == "pending"
+    assert second.claim("pending", "place", "d1", OTHER, LEASE).state == "pending"
     assert second.claim("freed", "place", "d1", OWNER, LEASE).state == "run"
     second.close()
 
@@ -179,7 +180,7 @@ def test_two_open_stores_on_one_file_see_each_other(tmp_path: pathlib.Path) -> N
     path = tmp_path / "writes.sqlite"
     left, right = SqliteStore(path), SqliteStore(path)
     assert left.claim("k", "place", "d1", OWNER, LEASE).state == "run"
-    assert right.claim("k", "place", "d1", OWNER, LEASE).state == "pending"
+    assert right.claim("k", "place", "d1", OTHER, LEASE).state == "pending"
     left.finish("k", OWNER, OUTCOME)
     assert right.claim("k", "place", "d1", OWNER, LEASE) == Claim("done", OUTCOME)
     assert right.forget("k")
@@ -314,7 +315,7 @@ def claim_together(stores: list[SqliteStore], key: str) -> list[str]:
 
     def claim(i: int) -> None:
         barrier.wait()
-        states[i] = stores[i].claim(key, "place", "d1", OWNER, LEASE).state
+        states[i] = stores[i].claim(key, "place", "d1", new_owner(), LEASE).state
 
     threads = [threading.Thread(target=claim, args=(i,)) for i in range(len(stores))]
     for thread in threads:

@@ -452,14 +452,30 @@ def test_key_claimed_by_a_dead_process_is_unknown_never_rerun(tmp_path: pathlib.
     assert restarted.store.pending() == []
 
 
-def test_key_claimed_by_a_live_owner_is_in_progress_until_its_lease_runs_out() -> None:
-    """A live owner's claim answers ``write:in_progress``; past its lease it reads unknown."""
+def test_a_live_owner_on_this_host_holds_its_key_past_any_lease() -> None:
+    """A claim whose owner is a live process of this host is never taken as abandoned by the
+    clock: a body may run past its lease, and a second run beside it would be a double write."""
     store = SqliteStore()
     body = Body()
     gate = write_gate(body, store=store)
     key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
     assert key is not None
-    assert store.claim(key, "place", gate_digest(gate, ARGS), new_owner(), 0.3).state == "run"
+    assert store.claim(key, "place", gate_digest(gate, ARGS), new_owner(), 0.0).state == "run"
+    time.sleep(0.01)
+    assert [place(gate) for _ in range(3)] == [failed("write:in_progress")] * 3
+    assert body.count == 0
+
+
+def test_key_claimed_on_another_host_is_in_progress_until_its_lease_runs_out() -> None:
+    """An owner on another host cannot be seen: its claim answers ``write:in_progress`` until
+    its lease runs out, then reads unknown, never free."""
+    store = SqliteStore()
+    body = Body()
+    gate = write_gate(body, store=store)
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+    elsewhere = "another-host.example:4242:far"
+    assert store.claim(key, "place", gate_digest(gate, ARGS), elsewhere, 0.3).state == "run"
     assert place(gate) == failed("write:in_progress")
     deadline = time.monotonic() + SETTLE_SECONDS
     while place(gate) == failed("write:in_progress") and time.monotonic() < deadline:
@@ -514,12 +530,12 @@ def test_threads_on_separate_gates_over_one_file_run_the_body_once(
 
 
 @pytest.mark.parametrize(("exc", "reason"), [
-    pytest.param(UpstreamError(429), "upstream:429", id="rate-limited"),
-    pytest.param(ConnectionRefusedError(), "upstream:connection", id="refused")])
+    pytest.param(UpstreamError(429, applied=False), "upstream:429", id="rate-limited"),
+    pytest.param(UpstreamError(503, applied=False), "upstream:503", id="unavailable")])
 def test_a_waiter_takes_over_a_key_freed_by_a_failure_never_acted_on(exc: Exception,
                                                                       reason: str) -> None:
-    """A call waiting on a running write runs the body itself once that write is refused by an
-    upstream that never acted on it (a 429, a refused connection)."""
+    """A call waiting on a running write runs the body itself once that write fails with the
+    body's word that the upstream did nothing (``applied=False``)."""
     body = Body([exc], sleep=0.15)
     gate = write_gate(body, pending_wait=5.0)
 
@@ -616,7 +632,7 @@ def test_retry_while_a_timed_out_write_runs_answers_in_progress_after_the_wait()
 
 def test_timed_out_write_then_refused_by_its_upstream_frees_its_key() -> None:
     """A late 429 says nothing was done: the retry after it runs the body again."""
-    body = Body([UpstreamError(429)], sleep=0.2)
+    body = Body([UpstreamError(429, applied=False)], sleep=0.2)
     gate = write_gate(body, timeout=0.05)
     assert place(gate) == failed("timeout")
     body.wait_finished(1)
@@ -666,13 +682,17 @@ def test_read_needs_no_key() -> None:
 
 @pytest.mark.parametrize(("exc", "reason"), [
     pytest.param(UpstreamError(503), "upstream:503", id="upstream-503"),
+    pytest.param(UpstreamError(429), "upstream:429", id="rate-limited-without-its-word"),
     pytest.param(ConnectionResetError(), "upstream:connection", id="connection-reset"),
+    pytest.param(ConnectionRefusedError(), "upstream:connection", id="connection-refused"),
     pytest.param(TimeoutError(), "timeout", id="body-raised-timeout"),
 ])
 def test_failure_that_may_have_taken_effect_leaves_the_key_unknown(exc: BaseException,
                                                                   reason: str) -> None:
     """A retryable failure after which the upstream may have acted (a 5xx, a reset connection,
-    a timeout) answers its reason, and every repeat ``write:unknown``: never a second write."""
+    a timeout) answers its reason, and every repeat ``write:unknown``: never a second write.
+    A 429 or a refused connection is no proof either: the body may have acted before the call
+    that failed."""
     assert is_retryable(reason)
     body = Body([exc])
     gate = write_gate(body)
@@ -687,11 +707,13 @@ def test_failure_that_may_have_taken_effect_leaves_the_key_unknown(exc: BaseExce
 
 
 @pytest.mark.parametrize(("exc", "reason"), [
-    pytest.param(UpstreamError(429, retry_after=1.0), "upstream:429", id="rate-limited"),
-    pytest.param(ConnectionRefusedError(), "upstream:connection", id="connection-refused"),
+    pytest.param(UpstreamError(429, retry_after=1.0, applied=False), "upstream:429",
+                 id="rate-limited"),
+    pytest.param(UpstreamError(503, applied=False), "upstream:503", id="unavailable"),
 ])
 def test_failure_never_acted_on_frees_the_key(exc: BaseException, reason: str) -> None:
-    """A 429 or a refused connection says nothing was done: the same key runs the body again."""
+    """The body's word that the upstream did nothing (``UpstreamError(..., applied=False)``)
+    frees the key: the same key runs the body again."""
     assert is_retryable(reason)
     body = Body([exc])
     gate = write_gate(body)
@@ -758,19 +780,20 @@ def test_store_whose_finish_raises_tells_the_truth_and_leaves_the_key_unknown() 
     assert stored.state == "unknown"
 
 
-def test_store_whose_finish_and_mark_raise_leaves_the_key_pending_until_its_lease() -> None:
-    """Nothing the store does can be trusted: the key stays claimed (``write:in_progress``, no
-    second run) until its lease runs out, and then reads unknown, never free."""
+def test_store_whose_finish_and_mark_raise_leaves_the_key_unknown_all_the_same() -> None:
+    """The store can neither keep the outcome nor mark the key: the row stays pending, but this
+    process has let go of it, so every repeat reads it unknown at once, never free."""
     body = Body()
     store = SpyStore(fail={"finish", "mark_unknown"})
-    gate = Gate(write_table(body), scope=WRITE_SCOPE, store=store, pending_wait=0.05, lease=0.3,
+    gate = Gate(write_table(body), scope=WRITE_SCOPE, store=store, pending_wait=0.05,
                 secret=SECRET)
     assert place(gate) == failed("write:unknown")
-    assert place(gate) == failed("write:in_progress")
-    deadline = time.monotonic() + SETTLE_SECONDS
-    while place(gate) == failed("write:in_progress") and time.monotonic() < deadline:
-        time.sleep(0.05)
     assert place(gate) == failed("write:unknown")
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+    stored = store.inner.lookup(key)
+    assert stored is not None
+    assert stored.state == "unknown"  # as seen: the row itself is still pending
     assert body.count == 1
 
 
@@ -806,12 +829,12 @@ def test_a_malformed_stored_outcome_is_a_store_failure(outcome: Any) -> None:
 
 def test_store_whose_release_raises_keeps_the_key_after_a_retryable_failure() -> None:
     """A failure never acted on whose key cannot be freed: the repeat answers
-    ``write:in_progress``, never a second run."""
-    body = Body([UpstreamError(429)])
+    ``write:unknown`` (the store could not be told), never a second run."""
+    body = Body([UpstreamError(429, applied=False)])
     store = SpyStore(fail={"release"})
     gate = write_gate(body, store=store, pending_wait=0.05)
     assert place(gate) == failed("upstream:429")
-    assert place(gate) == failed("write:in_progress")
+    assert place(gate) == failed("write:unknown")
     assert body.count == 1
 
 
@@ -994,7 +1017,7 @@ class BreakableStore:
 
 class WriteMachine(RuleBasedStateMachine):
     """Gates over one SQLite file, opened, closed and restarted between calls, checked against a
-    model: which keys hold which outcome, which are unknown or stuck, how often each key's body
+    model: which keys hold which outcome, which are unknown, how often each key's body
     must have run, and how many replays each gate must have counted. Bodies may be cancelled
     before or after their effect, the store may fail at any step of a call, an operator may
     resolve or forget a key, and one tool reconciles with the world. The model's keys are
@@ -1028,8 +1051,6 @@ class WriteMachine(RuleBasedStateMachine):
         self.stored: dict[ModelKey, tuple[dict[str, Any], dict[str, Any]]] = {}
         #: Keys whose body started and did not answer for good: never run again by the gate.
         self.unknown: dict[ModelKey, dict[str, Any]] = {}
-        #: Keys the store could neither settle nor mark: claimed by a live owner until its lease.
-        self.stuck: dict[ModelKey, dict[str, Any]] = {}
         self.real_keys: dict[ModelKey, str] = {}
         self.expected_runs: Counter[ModelKey] = Counter()
         self.last: tuple[str, str, str, dict[str, Any]] | None = None
@@ -1044,7 +1065,7 @@ class WriteMachine(RuleBasedStateMachine):
         if self.behaviour in EFFECT_MADE:
             self.effects[self.current] = {"order": order, "serial": self.serial}
         if self.behaviour == "rate_limited":
-            raise UpstreamError(429)
+            raise UpstreamError(429, applied=False)
         if self.behaviour == "upstream":
             raise UpstreamError(503)
         if self.behaviour in ("cancelled", "cancelled_early"):
@@ -1088,12 +1109,12 @@ class WriteMachine(RuleBasedStateMachine):
         expected = (ok({"order": args["order"], "serial": self.serial + 1}) if reason is None
                     else failed(reason))
         if self.behaviour in FREED:
-            if "release" in broken:
-                self.stuck[key] = dict(args)
+            if "release" in broken:  # the store could not be told: unknown, never free
+                self.unknown[key] = dict(args)
         elif self.behaviour in UNKNOWN_AFTER:
-            (self.stuck if "mark_unknown" in broken else self.unknown)[key] = dict(args)
+            self.unknown[key] = dict(args)
         elif "finish" in broken:
-            (self.stuck if "mark_unknown" in broken else self.unknown)[key] = dict(args)
+            self.unknown[key] = dict(args)
             expected = failed("write:unknown")
         else:
             self.stored[key] = (dict(args), expected)
@@ -1104,7 +1125,7 @@ class WriteMachine(RuleBasedStateMachine):
         """What the call must answer, with the model moved on as the call moves the store."""
         if "claim" in broken:
             return failed("write:store")
-        for held in (self.stored, self.unknown, self.stuck):
+        for held in (self.stored, self.unknown):
             if key in held:
                 if (held[key][0] if held is self.stored else held[key]) != args:
                     return failed("write:conflict")
@@ -1112,8 +1133,6 @@ class WriteMachine(RuleBasedStateMachine):
         if key in self.stored:
             self.replays[which][tool] += 1
             return self.stored[key][1]
-        if key in self.stuck:
-            return failed("write:in_progress")
         if key not in self.unknown:
             return self.expect_run(which, tool, key, args, broken)
         if tool != "reconciled":
@@ -1126,7 +1145,7 @@ class WriteMachine(RuleBasedStateMachine):
             return self.expect_run(which, tool, key, args, broken)
         self.reconciles += 1
         if "finish" in broken:
-            (self.stuck if "mark_unknown" in broken else self.unknown)[key] = dict(args)
+            self.unknown[key] = dict(args)
             return failed("write:unknown")
         self.stored[key] = (dict(args), ok(found))
         return ok(found)
@@ -1173,16 +1192,15 @@ class WriteMachine(RuleBasedStateMachine):
         self.behaviour = behaviour
         self.call(which, *self.last, broken=broken)
 
-    @precondition(lambda self: bool(self.unknown or self.stuck))
+    @precondition(lambda self: bool(self.unknown))
     @rule(data=st.data(), resolve=st.booleans())
     def operator(self, data: st.DataObject, resolve: bool) -> None:
         """An operator lists the keys in doubt, checks the world, and resolves or forgets one."""
         store = self.gates[0].store
         listed = {entry.key: entry.state for entry in store.pending()}
-        assert listed == {**{self.real_keys[key]: "unknown" for key in self.unknown},
-                          **{self.real_keys[key]: "pending" for key in self.stuck}}
-        key = data.draw(st.sampled_from(sorted({*self.unknown, *self.stuck})))
-        args = self.unknown.pop(key, None) or self.stuck.pop(key)
+        assert listed == {self.real_keys[key]: "unknown" for key in self.unknown}
+        key = data.draw(st.sampled_from(sorted(self.unknown)))
+        args = self.unknown.pop(key)
         if resolve:
             outcome = ok({"order": args["order"], "serial": -1})  # what the world was found to hold
             assert store.resolve(self.real_keys[key], outcome)
