@@ -54,9 +54,14 @@ class ListSink:
         self.records.append(record)
 
 
+#: Shared by every gate here, so that records of two gates digest the same args alike.
+SECRET = "hostile-tests-shared-secret"  # noqa: S105 - a test fixture, not a credential
+
+
 def stock_gate(body: Callable[..., Any], **kwargs: Any) -> Gate:
     """A gate over the stock example's ``stock_lookup`` contract, with ``body`` as its fn."""
-    return Gate({"stock_lookup": {**tools.TOOLS["stock_lookup"], "fn": body}}, **kwargs)
+    return Gate({"stock_lookup": {**tools.TOOLS["stock_lookup"], "fn": body}}, secret=SECRET,
+                **kwargs)
 
 
 def stock_answer(args: dict[str, Any]) -> dict[str, Any]:
@@ -263,6 +268,7 @@ def stock_defects(args: dict[str, Any]) -> set[str]:
 
 
 @given(real=st.fixed_dictionaries({}, optional=STOCK_VALUES), cls=st.sampled_from(LIAR_CLASSES))
+@example(real={"sku": "A100", "region": "busan", "limit": 1}, cls=LIAR_CLASSES[0])  # a valid call
 def test_any_args_in_a_hostile_dict_get_the_plain_answer(real: dict[str, Any],
                                                          cls: type[Liar]) -> None:
     """Args in a lying or raising dict are answered by their real contents, as jsonschema judges."""

@@ -561,8 +561,12 @@ def test_no_sensitive_value_reaches_records_logs_files_or_the_model(
     if permitted and not scenario["dry_run"] and scenario["result"] == "ok":
         # Not vacuous: the secrets did travel, and only the model's view dropped them.
         assert envelope["ok"] is True
-        assert envelope["value"]["card"] == args["card"]
-        assert envelope["value"]["items"][0]["number"] == secret
+        if tool == "pay":  # a replay of the first call: the store keeps no secret in clear
+            assert envelope["value"]["card"] == REDACTED
+            assert envelope["value"]["items"][0]["number"] == REDACTED
+        else:
+            assert envelope["value"]["card"] == args["card"]
+            assert envelope["value"]["items"][0]["number"] == secret
         assert answers[0]["data"]["card"] == REDACTED
 
 
