@@ -26,17 +26,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._store import (
-    CONFLICT,
-    DONE,
-    PENDING,
+    ABANDONED,
     RUN,
     UNKNOWN,
     Claim,
     StoredWrite,
     _as_seen,
     _stored,
-    abandoned,
+    claim_of,
     encode_outcome,
+    may_take_over,
 )
 
 if TYPE_CHECKING:
@@ -112,16 +111,9 @@ class PostgresStore:
             stored, now = self._row(db, key)
             if stored is None:
                 continue  # released between the insert and the read: try to own it again
-            if stored.tool != tool or stored.args_digest != args_digest:
-                return Claim(CONFLICT)
-            if stored.state == DONE:
-                return Claim(DONE, stored.outcome)
-            if stored.state == UNKNOWN:
-                return Claim(UNKNOWN)
-            if stored.owner == owner:
-                return Claim(RUN)  # this very claim's insert, landed before a broken connection
-            if not abandoned(stored.owner, key, stored.lease_until, now):
-                return Claim(PENDING)
+            claim = claim_of(stored, tool, args_digest, owner, now)
+            if claim.state != ABANDONED:
+                return claim
             if db.execute(self._sql.abandon, (key, stored.owner, stored.lease_until)).rowcount:
                 return Claim(UNKNOWN)
             # The owner settled it, or it was forgotten, between the read and the update.
@@ -129,10 +121,7 @@ class PostgresStore:
     def take_over(self, key: str, owner: str, lease: float) -> bool:
         def work(db: psycopg.Connection[Any]) -> bool:
             stored, now = self._row(db, key)
-            if stored is None or stored.state == DONE:
-                return False
-            if stored.state == PENDING and not abandoned(stored.owner, key, stored.lease_until,
-                                                         now):
+            if stored is None or not may_take_over(stored, now):
                 return False
             # Conditional on what was read: of racers, one changes the row.
             return bool(db.execute(self._sql.take_over, (owner, lease, key, stored.owner,

@@ -201,6 +201,35 @@ def abandoned(owner: str, key: str, lease_until: float, now: float) -> bool:
         return (owner, key) in _ORPHANED
 
 
+#: ``claim_of``'s answer for a pending claim whose owner is gone: the store turns the row
+#: unknown (if it is still as read) and answers ``UNKNOWN``; never a state a caller sees.
+ABANDONED = "abandoned"
+
+
+def claim_of(stored: StoredWrite, tool: str, args_digest: str, owner: str,
+             now: float) -> Claim:
+    """What a claim finding ``stored`` under its key answers; the same for every store."""
+    if stored.tool != tool or stored.args_digest != args_digest:
+        return Claim(CONFLICT)
+    if stored.state == DONE:
+        return Claim(DONE, stored.outcome)
+    if stored.state == UNKNOWN:
+        return Claim(UNKNOWN)
+    if stored.owner == owner:
+        return Claim(RUN)  # this very claim's insert, landed before a retry of it
+    if abandoned(stored.owner, stored.key, stored.lease_until, now):
+        return Claim(ABANDONED)
+    return Claim(PENDING)
+
+
+def may_take_over(stored: StoredWrite, now: float) -> bool:
+    """Whether ``stored`` is a key to take over: unknown, or pending by an owner who is gone."""
+    if stored.state == DONE:
+        return False
+    return stored.state == UNKNOWN or abandoned(stored.owner, stored.key, stored.lease_until,
+                                                now)
+
+
 #: Deeper outcomes are refused: JSON libraries, and Python, recurse to read them.
 MAX_DEPTH = 100
 #: Python writes at most 4300 decimal digits of an int (about 14,280 bits).
@@ -349,29 +378,18 @@ class SqliteStore:
             stored = self._row(key)
             if stored is None:
                 continue  # released between the insert and the read: try to own it again
-            if stored.tool != tool or stored.args_digest != args_digest:
-                return Claim(CONFLICT)
-            if stored.state == DONE:
-                return Claim(DONE, stored.outcome)
-            if stored.state == PENDING:
-                if stored.owner == owner:
-                    return Claim(RUN)  # this very claim's insert, made before a retry
-                if not abandoned(stored.owner, key, stored.lease_until, now):
-                    return Claim(PENDING)
-                self._abandon(stored)
-            return Claim(UNKNOWN)
-
-    def _abandon(self, stored: StoredWrite) -> None:
-        """Turn a dead owner's claim unknown, unless it moved on meanwhile."""
-        self._run("UPDATE agtool_writes SET state = 'unknown' WHERE key = ? AND owner = ?"
-                  " AND state = 'pending'", (stored.key, stored.owner))
+            claim = claim_of(stored, tool, args_digest, owner, now)
+            if claim.state != ABANDONED:
+                return claim
+            # Turned unknown only if it is still as read: its owner may have settled it.
+            if self._run("UPDATE agtool_writes SET state = 'unknown' WHERE key = ?"
+                         " AND owner = ? AND state = 'pending' AND lease_until = ?",
+                         (key, stored.owner, stored.lease_until)):
+                return Claim(UNKNOWN)
 
     def take_over(self, key: str, owner: str, lease: float) -> bool:
         stored = self._row(key)
-        if stored is None or stored.state == DONE:
-            return False
-        if stored.state == PENDING and not abandoned(stored.owner, key, stored.lease_until,
-                                                     time.time()):
+        if stored is None or not may_take_over(stored, time.time()):
             return False
         # Conditional on the row as read: of racers, one changes it, and a claim renewed
         # meanwhile (released and claimed again by the same owner) is not taken.
