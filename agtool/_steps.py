@@ -400,16 +400,21 @@ def _ran(runtime: Runtime, ready: Ready, call: Callable[[], Any]) -> Outcome:
     counts.runs += 1
     try:
         value = call()
-    except Exception as exc:
-        failed = exc  # kept past the except block for the lambda
-        return _settled(runtime, ready, lambda: _raised(runtime, ready, failed))
-    except NotApplied:
-        _nothing_ran(runtime, ready)
-        raise
-    except BaseException:
-        _interrupted(runtime, ready)
-        raise
+    except BaseException as exc:
+        return _body_raised(runtime, ready, exc)
     return _settled(runtime, ready, lambda: _answered(runtime, ready, value))
+
+
+def _body_raised(runtime: Runtime, ready: Ready, exc: BaseException) -> Outcome:
+    """A body's exception, on either path: an ``Exception`` is answered; a ``BaseException``
+    propagates, its write's key freed (``NotApplied``) or left unknown."""
+    if isinstance(exc, Exception):
+        return _settled(runtime, ready, lambda: _raised(runtime, ready, exc))
+    if isinstance(exc, NotApplied):
+        _nothing_ran(runtime, ready)
+    else:
+        _interrupted(runtime, ready)
+    raise exc
 
 
 def _settled(runtime: Runtime, ready: Ready, settle: Callable[[], Outcome]) -> Outcome:
@@ -524,15 +529,8 @@ async def _arun(runtime: Runtime, ready: Ready, timeout: float | None) -> Outcom
     pool = runtime.pool if tool.timeout is not None else None
     try:
         value = await await_body(tool.fn, ready.args, tool.is_async, timeout, pool)
-    except Exception as exc:
-        failed = exc
-        return _settled(runtime, ready, lambda: _raised(runtime, ready, failed))
-    except NotApplied:
-        _nothing_ran(runtime, ready)
-        raise
-    except BaseException:
-        _interrupted(runtime, ready)
-        raise
+    except BaseException as exc:
+        return _body_raised(runtime, ready, exc)
     return _settled(runtime, ready, lambda: _answered(runtime, ready, value))
 
 
