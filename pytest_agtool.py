@@ -17,12 +17,16 @@ MCP server's elsewhere), lives here, read from the items alone:
 - ``item.user_properties`` holds ``("examples", N)``, ``("failures", N)`` and
   ``("seed", S)`` once the item ran, so ``--junitxml`` carries them;
 - ``--agtool-summary=PATH`` writes one NDJSON line per harness item: source,
-  tool, property, case, outcome, examples, failures, seed, duration.
+  tool, property, case, outcome, examples, failures, seed, duration;
+- ``session_seed(config)``: one seed for every harness item of the session, the
+  same in every xdist worker, so one seed replays the whole run.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import zlib
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,35 @@ REPRODUCE_OPTION = "agtool_reproduce"
 MARKER = "agtool"
 MCP_OPTION = "agtool_mcp"
 WRITES_OPTION = "agtool_allow_writes"
+_SEED = pytest.StashKey[int]()
+#: Where an xdist worker finds the seed its controller chose.
+_SEED_INPUT = "agtool_seed"
+
+
+def given_seed(config: pytest.Config) -> int | None:
+    """``--hypothesis-seed`` as an int (Hypothesis takes any text: a text one is hashed)."""
+    given = config.getoption("hypothesis_seed", None)
+    if given is None:
+        return None
+    text = str(given)
+    return int(text) if text.isdigit() else zlib.crc32(text.encode())
+
+
+def session_seed(config: pytest.Config) -> int:
+    """The seed of every harness item: the given one, else the xdist controller's, else new."""
+    if _SEED not in config.stash:
+        seed = given_seed(config)
+        if seed is None:
+            seed = getattr(config, "workerinput", {}).get(_SEED_INPUT)
+        # S311: a seed to replay draws with, not a secret.
+        config.stash[_SEED] = int(seed) if seed is not None else random.randrange(2**32)  # noqa: S311
+    return config.stash[_SEED]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    # pytest-xdist's hook, on the controller, for each worker it starts.
+    node.workerinput[_SEED_INPUT] = session_seed(node.config)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_agtool import MARKER, REPRODUCE_OPTION, STUB_OPTION, TABLE_OPTION
+from pytest_agtool import MARKER, REPRODUCE_OPTION, STUB_OPTION, TABLE_OPTION, session_seed
 
 from ._contract import check_table
 from ._errors import ContractError
@@ -71,14 +71,11 @@ if TYPE_CHECKING:
 
 __all__ = ["AgtoolItem", "TableCollector", "ToolCollector", "failure_report", "item_seed"]
 
-_SEED = pytest.StashKey[int]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # pytest_agtool registers this module from its own tryfirst pytest_configure,
     # so this runs before Hypothesis's plugin loads --hypothesis-profile.
-    import random
-
     from hypothesis import settings
 
     from strategies.profiles import load_default_profile, register_profiles
@@ -86,21 +83,6 @@ def pytest_configure(config: pytest.Config) -> None:
     register_profiles()
     if settings.get_current_profile_name() == "default":
         load_default_profile()  # no one chose: dev, or ci when CI is set
-    # One seed for every item of the session, chosen here so a report can print it:
-    # Hypothesis's own, when --hypothesis-seed gives one.
-    given = getattr(config.option, "hypothesis_seed", None)
-    # An xdist worker draws with its controller's seed, so one seed replays the whole run.
-    handed = getattr(config, "workerinput", {}).get("agtool_seed")
-    if given is None:
-        given = handed
-    # S311: a seed to replay draws with, not a secret.
-    config.stash[_SEED] = int(given) if given is not None else random.randrange(2**32)  # noqa: S311
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    # pytest-xdist's hook, on the controller, for each worker it starts.
-    node.workerinput["agtool_seed"] = node.config.stash[_SEED]
 
 
 def item_seed(config: pytest.Config) -> int | None:
@@ -110,7 +92,7 @@ def item_seed(config: pytest.Config) -> int | None:
 
     if settings().derandomize:
         return None
-    return config.stash.get(_SEED, None)
+    return session_seed(config)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -26,13 +26,12 @@ does not start is a collection error of one line.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_agtool import MCP_OPTION, WRITES_OPTION
+from pytest_agtool import MCP_OPTION, WRITES_OPTION, given_seed, session_seed
 
 from ._errors import AgtoolError
 
@@ -44,8 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["McpItem", "McpServerCollector", "McpToolCollector"]
 
 _TARGETS = pytest.StashKey[list["McpTarget"]]()
-_SEED = pytest.StashKey[int]()
-_SEED_KEY = "agtool_mcp_seed"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -66,29 +63,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         target.close()
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    # pytest-xdist: every worker draws with the seed the controller chose and printed.
-    node.workerinput[_SEED_KEY] = run_seed(node.config)
-
-
 def run_seed(config: pytest.Config) -> int:
-    """The seed of every MCP item of this run, chosen once (by xdist's controller)."""
-    if _SEED not in config.stash:
-        from hypothesis import settings
+    """The seed of every MCP item of this run: the session's (the same in every xdist
+    worker), or the fixed one of a derandomized profile when none was given."""
+    from hypothesis import settings
 
-        from ._mcp_check import choose_seed
+    from ._mcp_check import DERANDOMIZED_SEED
 
-        from_controller = getattr(config, "workerinput", {}).get(_SEED_KEY)
-        if from_controller is not None:
-            config.stash[_SEED] = int(from_controller)
-            return config.stash[_SEED]
-        given = config.getoption("hypothesis_seed", None)
-        if given is not None and not str(given).isdigit():
-            given = zlib.crc32(str(given).encode())  # Hypothesis takes any text as a seed
-        config.stash[_SEED] = choose_seed(None if given is None else int(given),
-                                          settings().derandomize)
-    return config.stash[_SEED]
+    if settings().derandomize and given_seed(config) is None:
+        return DERANDOMIZED_SEED
+    return session_seed(config)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

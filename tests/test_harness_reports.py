@@ -11,6 +11,7 @@ import re
 import shlex
 import textwrap
 import xml.etree.ElementTree as ET
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -165,3 +166,18 @@ def test_the_readme_pytest_commands_are_ones_pytest_takes(pytester: pytest.Pytes
         for option, dest in (("--agtool-table=", "agtool_table"), ("--agtool-mcp=", "agtool_mcp")):
             given = [arg[len(option):].strip("\"'") for arg in argv if arg.startswith(option)]
             assert config.getoption(dest) == given
+
+
+@pytest.mark.slow
+def test_a_text_seed_is_taken_as_hypothesis_takes_it(pytester: pytest.Pytester) -> None:
+    """``--hypothesis-seed`` may be any text: the harness draws with one int made of it (it
+    raised ValueError on a text seed before), and says which, so the run replays."""
+    project(pytester, INSIDE)
+    result = run(pytester, "--agtool-only", "--agtool-summary=summary.ndjson",
+                 "--hypothesis-seed=release-7", "-k", "memo")
+    result.assert_outcomes(passed=1, deselected=result.parseoutcomes()["deselected"])
+    seed = zlib.crc32(b"release-7")
+    assert f"--hypothesis-seed={seed}" in result.stdout.str()
+    lines = [json.loads(line) for line in
+             (pytester.path / "summary.ndjson").read_text().splitlines()]
+    assert [line["seed"] for line in lines] == [seed]
