@@ -19,7 +19,6 @@ import multiprocessing
 import os
 import sqlite3
 import stat
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 import pytest
 from _bodies import CountingBody
+from _race import race
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -344,17 +344,7 @@ def test_racing_threads_spend_a_single_use_approval_once() -> None:
     body = Body()
     gate = gate_of(body, store=SqliteStore())
     once = gate.approve("pay", ARGS, single_use=True)
-    answers: list[dict[str, Any]] = []
-    start = threading.Barrier(8)
-
-    def run(number: int) -> None:
-        start.wait()
-        answers.append(pay(gate, dict(ARGS), [once], step_id=f"step-{number}"))
-    threads = [threading.Thread(target=run, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    answers = race(8, lambda number: pay(gate, dict(ARGS), [once], step_id=f"step-{number}"))
     assert sorted(answer["error"] for answer in answers) == [""] + ["auth:approval"] * 7
     assert body.count == 1
 

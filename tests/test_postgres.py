@@ -18,13 +18,13 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from typing import Any
 
 import pytest
 from _pg import drop_table, new_table, own_table, postgres_url
+from _race import race
 
 import agtool
 from agtool import Gate
@@ -183,19 +183,9 @@ def test_threads_sharing_one_store_run_each_body_once(url: str, table: str,
     """Sixteen threads on one store with a pool of two connections: one body run per key."""
     store = PostgresStore(url, table=table, pool_size=2)
     log, keys = tmp_path / "bodies.log", [f"k{i}" for i in range(5)]
-    barrier = threading.Barrier(16)
-    answers: list[dict[str, Any]] = []
-
-    def thread() -> None:
-        owner = new_owner()
-        barrier.wait()
-        answers.append({key: write_once(store, key, owner, str(log)) for key in keys})
-
-    threads = [threading.Thread(target=thread) for _ in range(16)]
-    for started in threads:
-        started.start()
-    for started in threads:
-        started.join()
+    owners = [new_owner() for _ in range(16)]
+    answers = race(16, lambda i: {key: write_once(store, key, owners[i], str(log))
+                                  for key in keys})
     store.close()
     assert sorted(key for key, _ in body_runs(log)) == keys
     assert len(answers) == 16
@@ -207,24 +197,9 @@ def test_stores_open_their_table_at_once_without_failing(url: str) -> None:
     """Eight stores made at the same moment on a table that does not exist yet all open it
     (``CREATE TABLE IF NOT EXISTS`` alone fails for some of them)."""
     name = new_table()
-    barrier = threading.Barrier(8)
-    errors: list[BaseException] = []
     opened: list[PostgresStore] = []
-
-    def make() -> None:
-        barrier.wait()
-        try:
-            opened.append(PostgresStore(url, table=name))
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=make) for _ in range(8)]
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
+        race(8, lambda _: opened.append(PostgresStore(url, table=name)))  # raises what failed
         assert [store.claim("k", "t", "d", new_owner(), 60).state for store in opened
                 ].count("run") == 1
     finally:

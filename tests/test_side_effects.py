@@ -20,6 +20,7 @@ from typing import Any
 
 import _crash_worker
 import pytest
+from _race import race
 
 from agtool import Gate, NotApplied, SqliteStore
 from agtool._cli import main as agtool_main
@@ -204,17 +205,7 @@ def test_racing_retries_reconcile_once() -> None:
     gate.pending_wait = WAIT
     with pytest.raises(KeyboardInterrupt):
         gate.call_tool("pay", dict(ARGS), **CALL)
-    barrier, answers = threading.Barrier(8), []
-
-    def retry() -> None:
-        barrier.wait()
-        answers.append(dict(gate.call_tool("pay", dict(ARGS), **CALL)))
-
-    threads = [threading.Thread(target=retry) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    answers = race(8, lambda _: dict(gate.call_tool("pay", dict(ARGS), **CALL)))
     assert answers == [ok({"receipt": "found-A-1"})] * 8
     assert looked == ["A-1"]
     assert payments.made == ["A-1"]

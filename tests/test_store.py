@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _race import race
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -310,19 +311,8 @@ def test_a_file_from_before_leases_is_read_and_its_pending_keys_are_unknown(
 
 def claim_together(stores: list[SqliteStore], key: str) -> list[str]:
     """Every store claims ``key`` from its own thread at once; the states they were answered."""
-    barrier = threading.Barrier(len(stores))
-    states: list[str] = [""] * len(stores)
-
-    def claim(i: int) -> None:
-        barrier.wait()
-        states[i] = stores[i].claim(key, "place", "d1", new_owner(), LEASE).state
-
-    threads = [threading.Thread(target=claim, args=(i,)) for i in range(len(stores))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return states
+    return race(len(stores),
+                lambda i: stores[i].claim(key, "place", "d1", new_owner(), LEASE).state)
 
 
 def test_claim_from_many_threads_gives_exactly_one_run(store: SqliteStore) -> None:

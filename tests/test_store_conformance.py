@@ -22,12 +22,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from _pg import own_table, postgres_url
+from _race import race
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -371,23 +371,6 @@ def test_outcome_nested_past_the_limit_is_refused(kind: str) -> None:
         store.claim("k", "place", "d1", ALIVE, LONG)
         with pytest.raises(ValueError, match="deeper"):
             store.finish("k", ALIVE, {"ok": True, "value": deep, "error": ""})
-
-
-def race(count: int, work: Callable[[int], Any]) -> list[Any]:
-    """``work(i)`` from ``count`` threads let go at once; what each answered."""
-    barrier = threading.Barrier(count)
-    answers: list[Any] = [None] * count
-
-    def run(i: int) -> None:
-        barrier.wait()
-        answers[i] = work(i)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return answers
 
 
 RACERS = 8

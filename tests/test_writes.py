@@ -29,6 +29,7 @@ from typing import Any
 
 import _write_worker as worker
 import pytest
+from _race import race
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -485,24 +486,6 @@ def test_key_claimed_on_another_host_is_in_progress_until_its_lease_runs_out() -
 
 
 # -- Threads and processes -----------------------------------------------------------------------
-
-
-def race(n: int, call: Callable[[int], dict[str, Any]]) -> list[dict[str, Any]]:
-    """``call(i)`` from ``n`` threads released together; their answers in thread order."""
-    barrier = threading.Barrier(n)
-    answers: list[dict[str, Any] | None] = [None] * n
-
-    def run(i: int) -> None:
-        barrier.wait()
-        answers[i] = call(i)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert all(answer is not None for answer in answers)
-    return answers  # type: ignore[return-value]
 
 
 def test_threads_on_one_gate_run_the_body_once() -> None:
