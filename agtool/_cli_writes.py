@@ -15,6 +15,8 @@ import json
 import os
 import sqlite3
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
@@ -58,23 +60,26 @@ def _json(text: str) -> Any:
         raise argparse.ArgumentTypeError(f"not JSON: {text!r}") from None
 
 
-def _opened(where: str) -> WriteStore:
+@contextmanager
+def _opened(where: str) -> Iterator[WriteStore]:
+    """The store at ``where``, closed when the command is done with it."""
     # An operator's typo must not be answered by a new, empty store that lists nothing.
     if not where.startswith(("postgresql://", "postgres://")) and not os.path.isfile(where):
         raise TableError(f"--store {where}: no such store file")
     try:
-        return open_store(where)
+        store = open_store(where)
     except (sqlite3.Error, OSError) as exc:
         raise TableError(f"--store {where}: {exc}") from None
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def _list(args: argparse.Namespace) -> int:
-    store = _opened(args.store)
-    try:
+    with _opened(args.store) as store:
         for entry in store.pending():
             print(json.dumps(_as_dict(entry)) if args.json else _line(entry))
-    finally:
-        store.close()
     return 0
 
 
@@ -99,29 +104,26 @@ def _resolve(args: argparse.Namespace) -> int:
         return 2
     outcome = ({"ok": True, "value": args.value, "error": ""} if args.error is None
                else {"ok": False, "value": None, "error": args.error})
-    store = _opened(args.store)
-    try:
-        changed = store.resolve(args.key, outcome)
-    except ValueError as exc:  # a --value the store cannot keep exactly (NaN, ...)
-        print(f"agtool writes resolve: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        store.close()
-    if not changed:
-        print(f"agtool writes resolve: no pending or unknown key {args.key}", file=sys.stderr)
-        return 1
-    print(f"resolved {args.key}")
-    return 0
+    with _opened(args.store) as store:
+        try:
+            changed = store.resolve(args.key, outcome)
+        except ValueError as exc:  # a --value the store cannot keep exactly (NaN, ...)
+            print(f"agtool writes resolve: {exc}", file=sys.stderr)
+            return 2
+    return _done("resolve", changed, f"resolved {args.key}",
+                 f"no pending or unknown key {args.key}")
 
 
 def _forget(args: argparse.Namespace) -> int:
-    store = _opened(args.store)
-    try:
+    with _opened(args.store) as store:
         forgotten = store.forget(args.key)
-    finally:
-        store.close()
-    if not forgotten:
-        print(f"agtool writes forget: no key {args.key}", file=sys.stderr)
+    return _done("forget", forgotten, f"forgot {args.key}", f"no key {args.key}")
+
+
+def _done(command: str, changed: bool, done: str, missing: str) -> int:
+    """The command's line and status: 0 when it changed the key, 1 when there was none."""
+    if not changed:
+        print(f"agtool writes {command}: {missing}", file=sys.stderr)
         return 1
-    print(f"forgot {args.key}")
+    print(done)
     return 0
