@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -153,14 +154,9 @@ class GateWrapper:
             return result_value(_handled(handler, request, checked))
 
         scope, approvals, run_id, step_id = self._caller.for_call(_config(request), call_id)
-        token = _BOUND.set((name, body))
-        try:
+        with _bound(name, body):
             answer = self.gate.call_for_model(name, args, scope=scope, run_id=run_id,
                                               step_id=step_id, approvals=approvals)
-        except _Bubble as bubble:
-            raise bubble.signal from None
-        finally:
-            _BOUND.reset(token)
         return tool_message(answer, call_id, name)
 
     async def awrap_tool_call(self, request: ToolCallRequest,
@@ -176,15 +172,22 @@ class GateWrapper:
             return result_value(result)
 
         scope, approvals, run_id, step_id = self._caller.for_call(_config(request), call_id)
-        token = _BOUND.set((name, body))
-        try:
+        with _bound(name, body):
             answer = await self.gate.acall_for_model(name, args, scope=scope, run_id=run_id,
                                                      step_id=step_id, approvals=approvals)
-        except _Bubble as bubble:
-            raise bubble.signal from None
-        finally:
-            _BOUND.reset(token)
         return tool_message(answer, call_id, name)
+
+
+@contextmanager
+def _bound(name: object, body: Callable[[dict[str, Any]], Any]) -> Iterator[None]:
+    """The agent's tool bound for the call under way; LangGraph's interrupt let out as it was."""
+    token = _BOUND.set((name, body))
+    try:
+        yield
+    except _Bubble as bubble:
+        raise bubble.signal from None
+    finally:
+        _BOUND.reset(token)
 
 
 def _handled(handler: Handler, request: ToolCallRequest, checked: dict[str, Any]) -> object:
