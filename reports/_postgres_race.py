@@ -34,11 +34,11 @@ def _table(log: str) -> dict[str, Any]:
                       "returns": {"order": {"type": "str"}}}}
 
 
-def _worker(url: str, secret: str, log: str, barrier: Any, answers: Any) -> None:
+def _worker(url: str, table: str, secret: str, log: str, barrier: Any, answers: Any) -> None:
     import agtool
     from agtool._postgres import PostgresStore
 
-    store = PostgresStore(url, table=os.environ["AGTOOL_REPORT_TABLE"])
+    store = PostgresStore(url, table=table)
     gate = agtool.Gate(_table(log), scope={"reversible_write"}, store=store, pending_wait=30.0,
                        secret=secret)
     barrier.wait(timeout=60)
@@ -55,7 +55,6 @@ def measure_postgres_race() -> dict[str, Any]:
         return {"measured": False,
                 "why": "no PostgreSQL server: set AGTOOL_TEST_POSTGRES (.ci/run starts one)"}
     table = f"report_{uuid.uuid4().hex[:16]}"
-    os.environ["AGTOOL_REPORT_TABLE"] = table
     context = multiprocessing.get_context("spawn")
     try:
         with tempfile.TemporaryDirectory() as folder:
@@ -64,7 +63,7 @@ def measure_postgres_race() -> dict[str, Any]:
             barrier, answers = context.Barrier(_PROCESSES), context.Queue()
             secret = secrets.token_hex(16)  # every machine's gate shares the store's key
             workers = [context.Process(target=_worker,
-                                       args=(url, secret, log, barrier, answers))
+                                       args=(url, table, secret, log, barrier, answers))
                        for _ in range(_PROCESSES)]
             for worker in workers:
                 worker.start()
