@@ -271,18 +271,12 @@ def prepare(runtime: Runtime, tool: Tool, args: object, echo: object,
         return Outcome(success(_plan(runtime, tool, snapshot)), PLAN, None, snapshot)
     # The keyed digest of the args: what an approval and a write's key are bound to.
     exact = runtime.keys.digest(snapshot) if tool.needs_approval or tool.writes else ""
-    deferred: list[tuple[str, float | None]] = []
-
-    def spend(token_id: str, expires_at: float | None) -> bool:
-        if tool.writes:  # spent once the key is claimed to run, in reclaim
-            deferred.append((token_id, expires_at))
-            return True
-        return spend_once(runtime.store(), token_id, expires_at)
-
-    if tool.needs_approval and not approved(runtime.keys, tool.name, exact, approvals, run_id,
-                                            step_id, spend):
-        counts.denied += 1
-        return Outcome(failure(AUTH_APPROVAL), args=snapshot)
+    approval: bool | tuple[str, float | None] = True
+    if tool.needs_approval:
+        approval = _approval(runtime, tool, exact, approvals, run_id, step_id)
+        if approval is False:
+            counts.denied += 1
+            return Outcome(failure(AUTH_APPROVAL), args=snapshot)
     if tool.writes:
         key = write_key(runtime.keys, tool.name, tool.contract.key_args, snapshot, exact,
                         run_id, step_id)
@@ -290,7 +284,7 @@ def prepare(runtime: Runtime, tool: Tool, args: object, echo: object,
             return Outcome(failure(WRITE_NO_KEY), args=snapshot)
         deadline = time.monotonic() + runtime.pending_wait
         return reclaim(runtime, Held(tool, snapshot, exact, key, deadline,
-                                     deferred[0] if deferred else None))
+                                     approval if isinstance(approval, tuple) else None))
     memo_key = tool.memo_key(snapshot, run_id) if tool.ttl > 0 else None
     if memo_key is not None:
         frozen = runtime.memo.get(memo_key)
@@ -298,6 +292,23 @@ def prepare(runtime: Runtime, tool: Tool, args: object, echo: object,
             counts.hits += 1
             return Outcome(success(thaw(frozen)), HIT, None, snapshot)
     return Ready(tool, snapshot, memo_key, None)
+
+
+def _approval(runtime: Runtime, tool: Tool, exact: str, approvals: Iterable[Approval],
+              run_id: object, step_id: object) -> bool | tuple[str, float | None]:
+    """``False`` if no approval covers this call, else ``True``, or, for a write let through
+    by a single-use token, that token: spent only once its key is claimed to run."""
+    deferred: list[tuple[str, float | None]] = []
+
+    def spend(token_id: str, expires_at: float | None) -> bool:
+        if tool.writes:  # spent in reclaim, once the key is claimed to run
+            deferred.append((token_id, expires_at))
+            return True
+        return spend_once(runtime.store(), token_id, expires_at)
+
+    if not approved(runtime.keys, tool.name, exact, approvals, run_id, step_id, spend):
+        return False
+    return deferred[0] if deferred else True
 
 
 def _authorize(tool: Tool, scope: Collection[str] | None) -> str:
