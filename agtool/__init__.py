@@ -47,7 +47,7 @@ from ._jsonschema import (
     to_json_schema,
     tool_spec,
 )
-from ._lint import Finding, echo_match_rate, lint_file, lint_schema, lint_table
+from ._jsonschema.lint import Finding, echo_match_rate, lint_file, lint_schema, lint_table
 from ._memo import DEFAULT_MEMO_SIZE, DEFAULT_MEMO_TTL, Memo
 from ._outcome import Envelope
 from ._postgres import PostgresStore
