@@ -310,9 +310,8 @@ def _add_check(commands: Any) -> None:
 def _check(args: argparse.Namespace) -> int:
     from hypothesis import settings
 
-    from strategies.profiles import DEFAULT_PROFILE, register_profiles
-
-    from ._mcp_check import choose_seed, run_check
+    from .harness._mcp_check import choose_seed, run_check
+    from .harness.strategies.profiles import DEFAULT_PROFILE, register_profiles
 
     register_profiles()
     # Read, not loaded: the command changes no Hypothesis setting of the process it runs in.

@@ -25,7 +25,6 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 import agtool.graph._build as graph_module
 from agtool import STAGES, Gate, UpstreamError, parse_reason
 from agtool._contract import check_table
-from agtool._harness import body_of, instrument
 from agtool.graph import (
     MAX_ATTEMPTS,
     build_graph,
@@ -36,7 +35,8 @@ from agtool.graph import (
     rows_of,
 )
 from agtool.graph._build import AGENT_STAGES
-from strategies import (
+from agtool.harness._checks import body_of, instrument
+from agtool.harness.strategies import (
     contract_tables,
     mistake_kinds,
     model_mistakes,
@@ -44,7 +44,7 @@ from strategies import (
     valid_args,
     valid_results,
 )
-from strategies._args import echo_values
+from agtool.harness.strategies._args import echo_values
 
 # --- the README's table ("Your own tool, gated"), copied ------------------------------------
 

@@ -6,7 +6,7 @@
     pytest --agtool-mcp=http://127.0.0.1:8000/mcp             # a running streamable HTTP one
     pytest --agtool-mcp="python my_server.py" --agtool-allow-writes
 
-Items, per tool of the server (see ``agtool._mcp_check`` for what each checks)::
+Items, per tool of the server (see ``agtool.harness._mcp_check`` for what each checks)::
 
     agtool-mcp:python my_server.py::<tool>::refused[type:limit]   one per defect site
     agtool-mcp:python my_server.py::<tool>::mistake[bool-for-int] one per model mistake
@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_agtool import MCP_OPTION, WRITES_OPTION, given_seed, session_seed
-
-from ._errors import AgtoolError
+from .._errors import AgtoolError
+from ._pytest_options import options
 
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
@@ -48,10 +47,10 @@ _TARGETS = pytest.StashKey[list["McpTarget"]]()
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "agtool: an item of agtool's harness")
     config.stash[_TARGETS] = []
-    # As agtool._plugin does: the harness's profiles, dev or ci unless one was chosen.
+    # As agtool.harness._pytest_table does: the harness's profiles, dev or ci unless one was chosen.
     from hypothesis import settings
 
-    from strategies.profiles import load_default_profile, register_profiles
+    from .strategies.profiles import load_default_profile, register_profiles
 
     register_profiles()
     if settings.get_current_profile_name() == "default":
@@ -70,9 +69,9 @@ def run_seed(config: pytest.Config) -> int:
 
     from ._mcp_check import DERANDOMIZED_SEED
 
-    if settings().derandomize and given_seed(config) is None:
+    if settings().derandomize and options(config).given_seed is None:
         return DERANDOMIZED_SEED
-    return session_seed(config)
+    return options(config).seed
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -84,7 +83,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     # tryfirst: added before -k and -m deselect, so they select these items too.
-    for target in config.getoption(MCP_OPTION):
+    for target in options(config).mcp_targets:
         name = f"agtool-mcp:{target}"
         collector = McpServerCollector.from_parent(session, name=name, nodeid=name,
                                                    target=target)
@@ -104,7 +103,7 @@ class McpServerCollector(pytest.Collector):
         server = McpTarget(self.target)
         self.config.stash[_TARGETS].append(server)
         tools = tools_under_test(server)
-        items = plan(tools, allow_writes=bool(self.config.getoption(WRITES_OPTION)))
+        items = plan(tools, allow_writes=options(self.config).allow_writes)
         for tool in tools:
             yield McpToolCollector.from_parent(
                 self, name=tool.name, server=server, tool=tool,

@@ -22,11 +22,11 @@ from collections.abc import Callable, Mapping
 from itertools import count
 from typing import Any
 
-from ._answers import is_retryable
-from ._contract import RISKS, Spec, ToolContract, check_table, expected_raises
-from ._gate import Gate
-from ._outcome import Envelope
-from ._reasons import (
+from .._answers import is_retryable
+from .._contract import RISKS, Spec, ToolContract, check_table, expected_raises
+from .._gate import Gate
+from .._outcome import Envelope
+from .._reasons import (
     ARG_CHECKS,
     ARG_REASONS,
     RESULT_CHECKS,
@@ -36,8 +36,8 @@ from ._reasons import (
     parse_reason,
     shown,
 )
-from ._records import redact_value
-from ._stats import ToolStats
+from .._records import redact_value
+from .._stats import ToolStats
 
 __all__ = [
     "ENVELOPE_KEYS",

@@ -63,12 +63,12 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from ._errors import AgtoolError
-from ._gate import Gate
-from ._jsonschema import SchemaError, ToolDefinition, import_tool, tool_definition
-from ._reasons import shown
-from .mcp._proxy import _LISTED_KEYS, UpstreamUnavailable
-from .mcp._proxy import _cause as _first_cause
+from .._errors import AgtoolError
+from .._gate import Gate
+from .._jsonschema import SchemaError, ToolDefinition, import_tool, tool_definition
+from .._reasons import shown
+from ..mcp._proxy import _LISTED_KEYS, UpstreamUnavailable
+from ..mcp._proxy import _cause as _first_cause
 
 __all__ = [
     "CALL_TIMEOUT",
@@ -409,7 +409,7 @@ def _quiet_imports() -> Iterator[None]:
 
 def plan(tools: Sequence[ToolUnderTest], *, allow_writes: bool = False) -> list[CheckItem]:
     """Every item of every tool, in listing order; skipped ones carry their reason."""
-    from strategies import defect_sites, mistake_kinds
+    from .strategies import defect_sites, mistake_kinds
 
     items: list[CheckItem] = []
     for tool in tools:
@@ -584,7 +584,7 @@ def item_test(target: McpTarget, tool: ToolUnderTest, item: CheckItem, settings:
     from hypothesis import settings as Settings
     from hypothesis import strategies as st
 
-    from strategies import model_mistakes, one_defect_args, valid_args
+    from .strategies import model_mistakes, one_defect_args, valid_args
 
     checks = _Checks(target, tool)
     table, name = checks.table, tool.name

@@ -16,8 +16,7 @@ from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from agtool import shown
-
+from ..._reasons import shown
 from ._args import DefectSite, Table, contract_of, defect_sites, permuted, plant
 from ._specs import invented_keys, valid_object
 

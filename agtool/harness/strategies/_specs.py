@@ -29,8 +29,8 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from agtool import Spec
-from agtool._patterns import fullmatcher
+from ..._contract import Spec
+from ..._patterns import fullmatcher
 
 __all__ = [
     "ITEM",

@@ -12,8 +12,7 @@ from typing import Any
 from hypothesis import event
 from hypothesis import strategies as st
 
-from agtool import RISKS
-
+from ..._contract import RISKS
 from ._specs import matching_text
 
 __all__ = ["contract_tables", "generated_body", "spec_dicts"]

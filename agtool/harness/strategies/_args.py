@@ -15,8 +15,8 @@ from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from agtool import ARG_CHECKS, ToolContract, check_table, shown
-
+from ..._contract import ToolContract, check_table
+from ..._reasons import ARG_CHECKS, shown
 from ._specs import (
     Fields,
     Path,

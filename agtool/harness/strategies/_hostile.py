@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, Phase, event, find
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 
-from agtool import Gate, ToolContract, shown
-from agtool._contract import is_value_of
-
+from ..._contract import ToolContract, is_value_of
+from ..._gate import Gate
+from ..._reasons import shown
 from ._args import Table, contract_of, echo_values, valid_args
 from ._specs import fresh_key, valid_value
 

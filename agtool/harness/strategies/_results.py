@@ -9,8 +9,7 @@ from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from agtool import RESULT_CHECKS
-
+from ..._reasons import RESULT_CHECKS
 from ._args import DefectSite, Table, contract_of
 from ._specs import RESULT_KIND, bad_object, object_sites, valid_object
 

@@ -3,7 +3,7 @@
 ``property_test`` builds one Hypothesis test for one property of one tool;
 the pytest plugin runs it as an item, and ``run_property`` runs it directly
 and counts examples and failures (the report uses this). Every example gets
-a fresh gate over a one-tool copy of the table (``agtool._harness.instrument``),
+a fresh gate over a one-tool copy of the table (``agtool.harness._checks.instrument``),
 so no example, test or worker shares a memo or a counter with another.
 """
 
@@ -18,8 +18,11 @@ from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from agtool import RESULT_CHECKS, Gate, check_table, parse_reason, to_json_schema
-from agtool._harness import (
+from ..._contract import check_table
+from ..._gate import Gate
+from ..._jsonschema.export import to_json_schema
+from ..._reasons import RESULT_CHECKS, parse_reason
+from .._checks import (
     LastCall,
     body_of,
     check_bad_result,
@@ -34,7 +37,6 @@ from agtool._harness import (
     last_call,
     writes,
 )
-
 from ._args import (
     DefectSite,
     Table,

@@ -14,7 +14,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError, validators
 
-from agtool._jsonschema import STRICTER_THAN_JSON_SCHEMA
+from ..._jsonschema import STRICTER_THAN_JSON_SCHEMA
 
 __all__ = ["defect_count"]
 

@@ -40,7 +40,7 @@ always stubs for ``refused`` and ``bad_result``. Calls are made as a trusted
 caller: every risk level in scope, an approval of each call's arguments. A
 malformed table is a collection error naming the tool and the field.
 Settings come from ``--hypothesis-profile`` (``dev``, ``ci``, ``thorough``,
-see ``strategies.profiles``); ``--hypothesis-show-statistics`` shows what
+see ``agtool.harness.strategies.profiles``); ``--hypothesis-show-statistics`` shows what
 each property drew.
 
 This module is the plugin's body: ``pytest_agtool`` (the ``pytest11`` entry
@@ -57,17 +57,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_agtool import MARKER, REPRODUCE_OPTION, STUB_OPTION, TABLE_OPTION, session_seed
-
-from ._contract import check_table
-from ._errors import ContractError
-from ._loader import TableError
-from ._loader import load_table as _load_table
+from .._contract import check_table
+from .._errors import ContractError
+from .._loader import TableError
+from .._loader import load_table as _load_table
+from ._pytest_options import options
 
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
 
-    from strategies._properties import Case
+    from .strategies._properties import Case
 
 __all__ = ["AgtoolItem", "TableCollector", "ToolCollector", "failure_report", "item_seed"]
 
@@ -78,7 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # so this runs before Hypothesis's plugin loads --hypothesis-profile.
     from hypothesis import settings
 
-    from strategies.profiles import load_default_profile, register_profiles
+    from .strategies.profiles import load_default_profile, register_profiles
 
     register_profiles()
     if settings.get_current_profile_name() == "default":
@@ -92,7 +91,7 @@ def item_seed(config: pytest.Config) -> int | None:
 
     if settings().derandomize:
         return None
-    return session_seed(config)
+    return options(config).seed
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -105,7 +104,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     # tryfirst: added before -k and -m deselect, so they select agtool items too.
-    for spec in config.getoption(TABLE_OPTION):
+    for spec in options(config).tables:
         # An explicit id: a child of the session would get a bare "::" before its name.
         name = f"agtool:{spec}"
         collector = TableCollector.from_parent(session, name=name, nodeid=name, spec=spec)
@@ -159,9 +158,9 @@ class ToolCollector(pytest.Collector):
     def collect(self) -> Iterator[AgtoolItem]:
         if self.problem is not None:
             raise self.problem
-        from strategies import PROPERTIES, case_id, property_cases
+        from .strategies import PROPERTIES, case_id, property_cases
 
-        stub = bool(self.config.getoption(STUB_OPTION))
+        stub = options(self.config).stub_bodies
         for prop in PROPERTIES:
             for case in property_cases(prop, self.table, self.name, stub_bodies=stub):
                 label = case_id(case)
@@ -184,14 +183,14 @@ class AgtoolItem(pytest.Item):
 
     def __init__(self, *, prop: str, case: Case, stub: bool, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        from strategies import case_id
+        from .strategies import case_id
 
         self.prop = prop
         self.case = case
         self.stub = stub
         self._test: Any = None
         self._examples = [0]
-        self.add_marker(MARKER)
+        self.add_marker(options(self.config).marker)
         table = self._collector.parent
         self.agtool_info = {"source": table.spec if isinstance(table, TableCollector) else "",
                             "tool": self.tool, "property": prop, "case": case_id(case)}
@@ -215,14 +214,14 @@ class AgtoolItem(pytest.Item):
             import hypothesis
             from hypothesis import settings
 
-            from strategies import property_test
+            from .strategies import property_test
 
             test: Any = property_test(self.prop, self._collector.table, self.tool, self.case,
                                  stub_bodies=self.stub, settings=settings(print_blob=True))
             seed = item_seed(self.config)
             if seed is not None:
                 test = hypothesis.seed(seed)(test)
-            blob = self.config.getoption(REPRODUCE_OPTION)
+            blob = options(self.config).reproduce
             if blob:
                 test = hypothesis.reproduce_failure(hypothesis.__version__, blob.encode())(test)
             inner = test.hypothesis.inner_test
@@ -275,9 +274,8 @@ def failure_report(prop: str, tool: str, source: str, item: str, failures: list[
                    seed: int | None, profile: str, stub: bool) -> str:
     """A failing harness item in a few lines: what must never happen, the call, what it came
     to, and the command that replays it."""
-    from strategies import PROMISES
-
-    from ._harness import raised_at, show
+    from ._checks import raised_at, show
+    from .strategies import PROMISES
 
     verdicts = all(isinstance(failure, AssertionError) for failure in failures)
     head = "failed" if verdicts else "could not be run"
