@@ -328,11 +328,14 @@ def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
     caller pauses, as its path allows, and calls again with what this answered.
     """
     tool = held.tool
+    store: WriteStore | None = None
     try:
         store = runtime.store()
         claim = store.claim(held.key, tool.name, held.exact, held.owner, runtime.lease)
     except Exception as exc:
         _log.error("idempotency store failed to claim %s (%s)", held.key, type(exc).__name__)
+        if store is not None:  # a claim that landed before the failure: nothing ran under it
+            release(store, held.key, held.owner)
         return Outcome(failure(WRITE_STORE), args=held.args)
     if claim.state == RUN:
         return _spent(runtime, held, taken_over=False) or Ready(
@@ -354,6 +357,7 @@ def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
         except Exception as exc:
             _log.error("idempotency store failed to take over %s (%s)", held.key,
                        type(exc).__name__)
+            mark_unknown(store, held.key, held.owner)  # a take-over that landed: unknown again
             return Outcome(failure(WRITE_STORE), args=held.args)
         if taken:
             return _spent(runtime, held, taken_over=True) or Ready(

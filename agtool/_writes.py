@@ -20,7 +20,8 @@ from ._outcome import Envelope
 from ._reasons import shown
 from ._records import redact_value
 from ._scrub import call_secrets, log_scrubbed
-from ._store import WriteStore, encode_outcome, orphan
+from ._store import DONE, WriteStore, encode_outcome, orphan
+from ._store.owners import landed
 
 __all__ = ["mark_unknown", "release", "store_outcome", "stored_envelope", "write_key"]
 
@@ -71,6 +72,8 @@ def store_outcome(store: WriteStore, key: str, owner: str, envelope: Envelope,
         if store.finish(key, owner, kept):
             return True
     except Exception as exc:
+        if _kept_before(store, key, owner, kept):
+            return True  # the finish landed and only its reply was lost
         log_scrubbed(_log, logging.ERROR, exc, call_secrets(contract, args, envelope["value"]),
                      "idempotency store failed to keep the outcome of %s (%s): left unknown",
                      key, type(exc).__name__)
@@ -79,6 +82,15 @@ def store_outcome(store: WriteStore, key: str, owner: str, envelope: Envelope,
     _log.error("the claim of %s was taken from this caller (forgotten or reconciled) before "
                "its outcome was kept", key)
     return False
+
+
+def _kept_before(store: WriteStore, key: str, owner: str, kept: dict[str, Any]) -> bool:
+    """Whether a finish whose reply was lost had landed: the key reads back done by this
+    owner with this very outcome. ``False`` when that cannot be read either."""
+    try:
+        return landed(store.lookup(key), owner, DONE, kept)
+    except Exception:
+        return False
 
 
 def mark_unknown(store: WriteStore, key: str, owner: str) -> None:

@@ -16,10 +16,7 @@ import os
 import pathlib
 import secrets
 import shutil
-import socket
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -29,6 +26,7 @@ from typing import Any
 
 import _write_worker as worker
 import pytest
+from _owners import exited_owner
 from _race import race
 from hypothesis import given
 from hypothesis import strategies as st
@@ -169,9 +167,11 @@ def gate_digest(gate: Gate, args: dict[str, Any]) -> str:
 class SpyStore:
     """A ``WriteStore`` over an in-memory ``SqliteStore`` that logs claims and can be broken."""
 
-    def __init__(self, *, fail: Iterable[str] = ()) -> None:
+    def __init__(self, *, fail: Iterable[str] = (), land: Iterable[str] = ()) -> None:
         self.inner = SqliteStore()
         self.fail = set(fail)
+        #: Methods that do their work and then raise: a reply lost after the commit.
+        self.land = set(land)
         self.claims: list[tuple[str, str, str]] = []
         self.calls: Counter[str] = Counter()
 
@@ -183,7 +183,14 @@ class SpyStore:
     def claim(self, key: str, tool: str, args_digest: str, owner: str, lease: float) -> Claim:
         self.claims.append((key, tool, args_digest))
         self._maybe_fail("claim")
-        return self.inner.claim(key, tool, args_digest, owner, lease)
+        claim = self.inner.claim(key, tool, args_digest, owner, lease)
+        self._maybe_lose("claim")
+        return claim
+
+    def _maybe_lose(self, method: str) -> None:
+        if method in self.land:
+            self.land.discard(method)  # once: the retry's connection works
+            raise OSError(f"reply of {method} lost")
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         """Every other method of the store protocol, counted and breakable the same way."""
@@ -191,7 +198,9 @@ class SpyStore:
 
         def call(*args: Any) -> Any:
             self._maybe_fail(name)
-            return method(*args)
+            answer = method(*args)
+            self._maybe_lose(name)
+            return answer
         return call
 
 
@@ -425,9 +434,7 @@ def test_new_gate_over_the_same_file_replays(tmp_path: pathlib.Path,
 
 def dead_owner() -> str:
     """The owner name of a process of this host that has exited (and been reaped)."""
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
-    return f"{socket.gethostname()}:{int(done.stdout)}:gone"
+    return exited_owner()
 
 
 def test_key_claimed_by_a_dead_process_is_unknown_never_rerun(tmp_path: pathlib.Path) -> None:
@@ -733,7 +740,8 @@ def test_non_retryable_failure_is_stored_and_replayed(script: BaseException | An
 
 
 def test_store_whose_claim_raises_answers_write_store() -> None:
-    """A store that cannot claim: ``write:store`` (retryable), no body run, nothing raised."""
+    """A store that cannot claim: ``write:store`` (retryable), no body run, nothing raised;
+    the claim, which may have landed before the failure, is given back (nothing ran)."""
     body = Body()
     store = SpyStore(fail={"claim"})
     gate = write_gate(body, store=store)
@@ -743,7 +751,56 @@ def test_store_whose_claim_raises_answers_write_store() -> None:
     assert answer["error"]["details"]["reason"] == "write:store"
     assert answer["error"]["retryable"] is True
     assert body.count == 0
-    assert store.calls["finish"] == store.calls["release"] == 0
+    assert store.calls["finish"] == 0
+    assert store.calls["release"] == store.calls["claim"] == 2
+
+
+def test_a_claim_that_landed_and_then_failed_is_given_back_not_left_pending() -> None:
+    """A claim whose insert landed but whose reply was lost: ``write:store``, and the key is
+    free again (never pending under this live process), so the retry runs the body once."""
+    body = Body()
+    store = SpyStore(land={"claim"})
+    gate = write_gate(body, store=store)
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+    assert place(gate) == failed("write:store")
+    assert store.inner.lookup(key) is None
+    assert place(gate) == ok({"order": "A-1", "serial": 1})
+    assert body.count == 1
+
+
+def test_a_take_over_that_landed_and_then_failed_is_unknown_again_then_reconciled() -> None:
+    """A take-over whose update landed but whose reply was lost: the key is unknown again,
+    not pending under this live process; the retry reconciles, never runs blind."""
+    body, asked = Body(), []
+    store = SpyStore()
+    gate = write_gate(body, store=store,
+                      reconcile=lambda **args: asked.append(args) or {"order": "A-1",
+                                                                         "serial": 7})
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+    assert store.inner.claim(key, "place", gate_digest(gate, ARGS), dead_owner(),
+                             300.0).state == "run"
+    store.land.add("take_over")
+    assert place(gate) == failed("write:store")
+    entry = store.inner.lookup(key)
+    assert entry is not None
+    assert entry.state == "unknown"
+    assert place(gate) == ok({"order": "A-1", "serial": 7})
+    assert (body.count, len(asked)) == (0, 1)
+
+
+def test_a_finish_that_landed_and_then_failed_answers_what_was_kept() -> None:
+    """A finish whose update landed but whose reply was lost: the caller is answered the
+    outcome the store kept, not ``write:unknown``; repeats replay it."""
+    body = Body()
+    store = SpyStore(land={"finish"})
+    gate = write_gate(body, store=store)
+    first = place(gate)
+    assert first == ok({"order": "A-1", "serial": 1})
+    assert place(gate) == first
+    assert body.count == 1
+    assert gate.stats("place").unknown == 0
 
 
 def test_store_whose_finish_raises_tells_the_truth_and_leaves_the_key_unknown() -> None:

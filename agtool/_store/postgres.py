@@ -25,8 +25,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .base import RUN, UNKNOWN, Claim, StoredWrite, encode_outcome, stored_write
-from .owners import ABANDONED, as_seen, claim_of, may_take_over
+from .base import DONE, PENDING, RUN, UNKNOWN, Claim, StoredWrite, encode_outcome, stored_write
+from .owners import ABANDONED, as_seen, claim_of, landed, may_take_over
 
 if TYPE_CHECKING:
     import psycopg
@@ -55,9 +55,10 @@ class PostgresStore:
     The tables (``table`` and ``<table>_tokens``) are made if missing.
     Threads share a pool of at most ``pool_size`` connections, each in
     autocommit. A connection found broken is replaced and the statement run
-    once more; every statement is conditional, so one that did land before
-    the break is never applied twice, and its repeat answers as if another
-    caller had got there first (a claim ``PENDING``, a finish ``False``).
+    once more; every statement is conditional and names its owner, so one
+    that did land before the break is never applied twice, and its repeat
+    recognises it as this owner's own and answers what the first would have
+    (a claim ``RUN``, a take-over or a finish ``True``).
     Any other failure raises ``psycopg.Error``: the gate turns it into a reason.
     """
 
@@ -111,6 +112,8 @@ class PostgresStore:
     def take_over(self, key: str, owner: str, lease: float) -> bool:
         def work(db: psycopg.Connection[Any]) -> bool:
             stored, now = self._row(db, key)
+            if landed(stored, owner, PENDING):
+                return True  # this owner's own take-over, landed before its reply was lost
             if stored is None or not may_take_over(stored, now):
                 return False
             # Conditional on what was read: of racers, one changes the row.
@@ -122,13 +125,13 @@ class PostgresStore:
 
     def finish(self, key: str, owner: str, outcome: dict[str, Any]) -> bool:
         text = encode_outcome(outcome)  # refused before the database is asked anything
-        return self._changed(self._sql.finish, (text, key, owner))
+        return self._settle(self._sql.finish, (text, key, owner), key, owner, DONE, outcome)
 
     def release(self, key: str, owner: str) -> bool:
-        return self._changed(self._sql.release, (key, owner))
+        return self._settle(self._sql.release, (key, owner), key, owner, None)
 
     def mark_unknown(self, key: str, owner: str) -> bool:
-        return self._changed(self._sql.mark_unknown, (key, owner))
+        return self._settle(self._sql.mark_unknown, (key, owner), key, owner, UNKNOWN)
 
     def lookup(self, key: str) -> StoredWrite | None:
         stored, now = self._call(lambda db: self._row(db, key))
@@ -173,6 +176,16 @@ class PostgresStore:
         if row is None:
             return None, 0.0
         return stored_write(row), row[-1]
+
+    def _settle(self, statement: sql.Composed, params: tuple[Any, ...], key: str, owner: str,
+                state: str | None, outcome: dict[str, Any] | None = None) -> bool:
+        """An owner's transition; on a retry after a lost reply, whether the first landed."""
+        def work(db: psycopg.Connection[Any]) -> bool:
+            if db.execute(statement, params).rowcount:
+                return True
+            return landed(self._row(db, key)[0], owner, state, outcome)
+
+        return self._call(work)
 
     def _changed(self, statement: sql.Composed, params: tuple[Any, ...]) -> bool:
         return bool(self._call(lambda db: db.execute(statement, params).rowcount))

@@ -8,8 +8,8 @@ import threading
 import time
 from typing import Any
 
-from .base import RUN, UNKNOWN, Claim, StoredWrite, encode_outcome, stored_write
-from .owners import ABANDONED, as_seen, claim_of, may_take_over
+from .base import DONE, PENDING, RUN, UNKNOWN, Claim, StoredWrite, encode_outcome, stored_write
+from .owners import ABANDONED, as_seen, claim_of, landed, may_take_over
 
 __all__ = ["SqliteStore"]
 
@@ -102,6 +102,8 @@ class SqliteStore:
 
     def take_over(self, key: str, owner: str, lease: float) -> bool:
         stored = self._row(key)
+        if landed(stored, owner, PENDING):
+            return True  # this owner's own take-over, landed before a retry of it
         if stored is None or not may_take_over(stored, time.time()):
             return False
         # Conditional on the row as read: of racers, one changes it, and a claim renewed
@@ -118,16 +120,18 @@ class SqliteStore:
         # and this is the outcome it was waiting for.
         return bool(self._run("UPDATE agtool_writes SET state = 'done', outcome = ?"
                               " WHERE key = ? AND owner = ? AND state != 'done'",
-                              (text, key, owner)))
+                              (text, key, owner))) or landed(self._row(key), owner, DONE,
+                                                             outcome)
 
     def release(self, key: str, owner: str) -> bool:
         return bool(self._run("DELETE FROM agtool_writes WHERE key = ? AND owner = ?"
-                              " AND state = 'pending'", (key, owner)))
+                              " AND state = 'pending'", (key, owner))) or landed(
+            self._row(key), owner, None)
 
     def mark_unknown(self, key: str, owner: str) -> bool:
         return bool(self._run("UPDATE agtool_writes SET state = 'unknown'"
                               " WHERE key = ? AND owner = ? AND state = 'pending'",
-                              (key, owner)))
+                              (key, owner))) or landed(self._row(key), owner, UNKNOWN)
 
     def lookup(self, key: str) -> StoredWrite | None:
         stored = self._row(key)
