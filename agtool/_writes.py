@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ._contract import ToolContract
@@ -23,7 +24,8 @@ from ._scrub import call_secrets, log_scrubbed
 from ._store import DONE, WriteStore, encode_outcome, orphan
 from ._store.owners import landed
 
-__all__ = ["mark_unknown", "release", "store_outcome", "stored_envelope", "write_key"]
+__all__ = ["mark_unknown", "release", "rotated_key", "store_outcome", "stored_envelope",
+           "write_key"]
 
 _log = logging.getLogger("agtool")
 
@@ -43,6 +45,25 @@ def write_key(keys: Keys, tool: str, key_args: tuple[str, ...], args: dict[str, 
     business = keys.digest({arg: args[arg] for arg in key_args}) if key_args else exact
     # A JSON list, so that colons inside a run id cannot make two keys alike.
     return json.dumps([run_id, step_id, tool, business[:32]]) if business else None
+
+
+def rotated_key(keys: Keys, store: Callable[[], WriteStore], tool: str,
+                key_args: tuple[str, ...], args: dict[str, Any], key: str, exact: str,
+                run_id: object, step_id: object) -> tuple[str, str] | None:
+    """The key and args digest a write claims: those made with an earlier secret of
+    ``keys`` when the store holds that key (a write made before the secret changed is
+    found, not made again), else ``key`` and ``exact``; ``None`` if the store cannot say."""
+    try:
+        for earlier in keys.earlier:
+            old_exact = earlier.digest(args)
+            old_key = write_key(earlier, tool, key_args, args, old_exact, run_id, step_id)
+            if old_key is not None and store().lookup(old_key) is not None:
+                return old_key, old_exact
+    except Exception as exc:
+        _log.error("idempotency store failed to look up %s under an earlier secret (%s)",
+                   key, type(exc).__name__)
+        return None
+    return key, exact
 
 
 def store_outcome(store: WriteStore, key: str, owner: str, envelope: Envelope,

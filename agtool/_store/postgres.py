@@ -25,7 +25,17 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .base import DONE, PENDING, RUN, UNKNOWN, Claim, StoredWrite, encode_outcome, stored_write
+from .base import (
+    DONE,
+    PENDING,
+    RUN,
+    UNKNOWN,
+    Claim,
+    StoredWrite,
+    encode_outcome,
+    listed_row,
+    stored_write,
+)
 from .owners import ABANDONED, as_seen, claim_of, landed, may_take_over
 
 if TYPE_CHECKING:
@@ -141,6 +151,14 @@ class PostgresStore:
         rows = self._call(lambda db: db.execute(self._sql.pending).fetchall())
         return [as_seen(stored_write(row), row[-1]) for row in rows]
 
+    def listing(self) -> list[tuple[str, StoredWrite | str]]:
+        """Every open key as seen, and every row that cannot be read, for an operator."""
+        rows = self._call(lambda db: db.execute(self._sql.every).fetchall())
+        listed = [(entry, row[-1]) for row in rows
+                  if (entry := listed_row(row[:-1])) is not None]
+        return [(key, as_seen(write, now) if isinstance(write, StoredWrite) else write)
+                for (key, write), now in listed]
+
     def resolve(self, key: str, outcome: dict[str, Any]) -> bool:
         text = encode_outcome(outcome)
         return self._changed(self._sql.resolve, (text, key))
@@ -154,6 +172,15 @@ class PostgresStore:
             return bool(db.execute(self._sql.use_token, (token_id, expires_at)).rowcount)
 
         return self._call(work)
+
+    def marks(self) -> dict[str, str]:
+        """What the store records about itself: which secrets made its keys (``_keys``)."""
+        rows = self._call(lambda db: db.execute(self._sql.marks).fetchall())
+        return dict(rows)
+
+    def add_mark(self, name: str, value: str) -> None:
+        """Record ``name`` (a mark already there is kept as it was)."""
+        self._changed(self._sql.add_mark, (name, value))
 
     def close(self) -> None:
         """Close every connection; the database keeps every outcome."""
@@ -213,6 +240,7 @@ class _Statements:
         from psycopg import sql
 
         names = {"t": sql.Identifier(table), "tokens": sql.Identifier(f"{table}_tokens"),
+                 "marks": sql.Identifier(f"{table}_marks"),
                  "open": sql.Identifier(f"{table}_open"), "now": sql.SQL(_NOW),
                  "columns": sql.SQL(_COLUMNS)}
 
@@ -228,11 +256,16 @@ class _Statements:
             q("CREATE INDEX IF NOT EXISTS {open} ON {t} (claimed_at, key) WHERE state <> 'done'"),
             q("CREATE TABLE IF NOT EXISTS {tokens} ("
               " token_id TEXT PRIMARY KEY, expires_at DOUBLE PRECISION NOT NULL)"),
+            q("CREATE TABLE IF NOT EXISTS {marks} (name TEXT PRIMARY KEY, value TEXT NOT NULL)"),
         ]
+        self.marks = q("SELECT name, value FROM {marks}")
+        self.add_mark = q("INSERT INTO {marks} (name, value) VALUES (%s, %s)"
+                          " ON CONFLICT (name) DO NOTHING")
         self.insert = q("INSERT INTO {t} ({columns})"
                         " SELECT %s, %s, %s, 'pending', NULL, now.t, %s, now.t + %s"
                         " FROM (SELECT {now} AS t) AS now ON CONFLICT (key) DO NOTHING")
         self.select = q("SELECT {columns}, {now} FROM {t} WHERE key = %s")
+        self.every = q("SELECT {columns}, {now} FROM {t} ORDER BY claimed_at, key")
         self.pending = q("SELECT {columns}, {now} FROM {t} WHERE state <> 'done'"
                          " ORDER BY claimed_at, key")
         # The lease end read is part of the condition: a claim renewed meanwhile is not
