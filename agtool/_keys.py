@@ -48,7 +48,8 @@ from ._memo import cache_key
 
 __all__ = ["ENV_OLD_SECRETS", "ENV_SECRET", "MIN_SECRET_BYTES", "Keys", "SecretMismatch",
            "StoreRefused",
-           "bind_store", "canonical_key", "check_store", "gate_keys", "old_secrets_from_env",
+           "bind_store", "canonical_key", "check_store", "gate_keys", "key_file_secret",
+           "old_secrets_from_env",
            "seal", "secret_bytes", "unseal"]
 
 #: The environment variable a secret is read from when the gate is given none.
@@ -67,6 +68,8 @@ _SEAL_LABEL = b"agtool/sealed-old-secret/v1"
 #: A store's mark names: ``secret:<fingerprint>`` (its value: where that secret came from)
 #: and ``sealed:<fingerprint>:<by>`` (an old secret sealed with the secret ``by``).
 _MARK, _SEALED = "secret:", "sealed:"
+#: The mark holding a store's own random id, which its key file records.
+_STORE_ID = "store"
 #: Stores in use, with the keys of the first gate that used them.
 _BOUND: weakref.WeakKeyDictionary[object, Keys] = weakref.WeakKeyDictionary()
 #: ``Keys.recent`` holds at most this many digests of texts at most this long.
@@ -100,7 +103,8 @@ class Keys:
     from; ``earlier`` are the keys of the old secrets it still reads with.
     """
 
-    __slots__ = ("_approvals", "_args", "_seal", "earlier", "fingerprint", "recent", "source")
+    __slots__ = ("_approvals", "_args", "_seal", "earlier", "fingerprint", "key_file",
+                 "keyed_store", "recent", "source")
 
     def __init__(self, secret: bytes | str, source: str = "secret=",
                  earlier: Iterable[Keys] = ()) -> None:
@@ -110,6 +114,9 @@ class Keys:
         self._seal = hmac.digest(raw, _SEAL_LABEL, "sha256")
         self.fingerprint = hmac.digest(raw, _FINGERPRINT_LABEL, "sha256").hex()[:16]
         self.source = source
+        #: The key file the secret was read from, and the id of the store it says it keyed.
+        self.key_file = ""
+        self.keyed_store = ""
         self.earlier: tuple[Keys, ...] = tuple(
             keys for keys in earlier if keys.fingerprint != self.fingerprint)
         #: Digests of short canonical texts of *redacted* args, which a record repeats
@@ -202,7 +209,7 @@ def _new_keys(secret: bytes | str | None, store: object) -> Keys:
     if path in (":memory:", ""):  # SQLite's private databases: nobody else reads them
         return Keys(secrets.token_bytes(_NEW_SECRET_BYTES), "a fresh random secret")
     if isinstance(path, str) and os.path.isfile(path):
-        return Keys(_key_file(path + ".key"), f"the key file {path + '.key'!r}")
+        return _key_file_keys(store, path + ".key")
     raise ValueError(
         f"a {type(store).__name__} is not a SQLite file: give the gate its secret with "
         f"Gate(secret=...) or the {ENV_SECRET} environment variable, the same on every "
@@ -221,10 +228,10 @@ def bind_store(store: object, keys: Keys) -> None:
 def check_store(store: object, keys: Keys) -> None:
     """Refuse ``store`` if a secret ``keys`` cannot read with made keys in it; else record
     ``keys``'s fingerprint there. A store that keeps no marks is not checked."""
-    read_marks = getattr(store, "marks", None)
-    if read_marks is None:
+    if getattr(store, "marks", None) is None:
         return
-    marks: dict[str, str] = read_marks()
+    marks = _marks(store)
+    _check_key_file(store, keys, marks)
     keys.with_earlier(_unsealed(marks, keys))
     known = {keys.fingerprint, *(old.fingerprint for old in keys.earlier)}
     for name, source in sorted(marks.items()):
@@ -237,6 +244,24 @@ def check_store(store: object, keys: Keys) -> None:
                 "to the new secret with `agtool writes rekey`")
     if _MARK + keys.fingerprint not in marks:
         store.add_mark(_MARK + keys.fingerprint, keys.source)  # type: ignore[attr-defined]
+
+
+def _check_key_file(store: object, keys: Keys, marks: dict[str, str]) -> None:
+    """A store and its key file each name the other: a key file that keyed another store
+    (this one emptied, truncated or replaced) is refused, never taken as a fresh start."""
+    if not keys.key_file:
+        return
+    if _STORE_ID not in marks:
+        store.add_mark(_STORE_ID, secrets.token_hex(8))  # type: ignore[attr-defined]
+        marks.update(_marks(store))  # of racing processes, the first id stays
+    if not keys.keyed_store:
+        _note_keyed_store(keys.key_file, marks[_STORE_ID])
+        keys.keyed_store = marks[_STORE_ID]
+    elif keys.keyed_store != marks[_STORE_ID]:
+        raise StoreRefused(
+            f"the key file {keys.key_file!r} keyed the store {keys.keyed_store}, and "
+            f"{_shown_store(store)} is not it (it was emptied, truncated or replaced): "
+            "restore it, or remove the key file to start a new store on purpose")
 
 
 def _shown_store(store: object) -> str:
@@ -305,8 +330,31 @@ def _bound(store: object) -> Keys | None:
         return None
 
 
-def _key_file(path: str) -> bytes:
-    """The secret in ``path``, made first if there is none (two processes racing agree)."""
+def _key_file_keys(store: object, path: str) -> Keys:
+    """The keys of the key file ``path`` of ``store``; a missing key file is made only for
+    a store that never held keys (else its keys would all be lost: ``StoreRefused``)."""
+    if not os.path.exists(path):
+        marks = _marks(store)
+        made = sorted(name[len(_MARK):] for name in marks if name.startswith(_MARK))
+        if made:
+            raise StoreRefused(
+                f"{_shown_store(store)} holds keys made with secret {', '.join(made)} (from "
+                f"{marks[_MARK + made[0]]}), and its key file {path!r} is missing: restore it, "
+                f"or give that secret as secret= or {ENV_SECRET}")
+    raw, keyed = _key_file(path)
+    keys = Keys(raw, f"the key file {path!r}")
+    keys.key_file, keys.keyed_store = path, keyed
+    return keys
+
+
+def _marks(store: object) -> dict[str, str]:
+    read_marks = getattr(store, "marks", None)
+    return {} if read_marks is None else dict(read_marks())
+
+
+def _key_file(path: str) -> tuple[bytes, str]:
+    """The secret in ``path`` and the store it keyed, made first if there is none (two
+    processes racing agree)."""
     try:
         return _read_key(path)
     except FileNotFoundError:
@@ -327,10 +375,39 @@ def _key_file(path: str) -> bytes:
     return _read_key(path)
 
 
-def _read_key(path: str) -> bytes:
+#: A key file that has keyed a store: this prefix, the secret in hex, ":" and the store's id.
+#: Any other content is the secret itself (a key file made before stores had ids).
+_KEY_FILE_V2 = b"agtool-key-v2:"
+
+
+def _read_key(path: str) -> tuple[bytes, str]:
     with open(path, "rb") as kept:
         raw = kept.read()
+    keyed = ""
+    if raw.startswith(_KEY_FILE_V2):
+        try:
+            hexed, keyed_bytes = raw[len(_KEY_FILE_V2):].strip().split(b":")
+            raw, keyed = bytes.fromhex(hexed.decode("ascii")), keyed_bytes.decode("ascii")
+        except ValueError:
+            raise StoreRefused(f"the key file {path!r} is damaged: restore it") from None
     try:
-        return secret_bytes(raw, f"the key file {path!r}")
+        return secret_bytes(raw, f"the key file {path!r}"), keyed
     except ValueError as exc:
         raise StoreRefused(f"{exc}; it was damaged or replaced: restore it") from None
+
+
+def key_file_secret(path: str) -> bytes:
+    """The secret a key file holds, whichever its format; ``StoreRefused`` if damaged."""
+    return _read_key(path)[0]
+
+
+def _note_keyed_store(path: str, store_id: str) -> None:
+    """Write into the key file ``path`` the id of the store it keys (atomically, same secret)."""
+    raw, _ = _read_key(path)
+    temporary = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as out:
+        out.write(_KEY_FILE_V2 + raw.hex().encode("ascii") + b":" + store_id.encode("ascii"))
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)

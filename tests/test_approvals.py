@@ -31,6 +31,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agtool import Approval, Approver, CallRecord, Gate, SqliteStore
+from agtool._keys import key_file_secret
 from agtool._memo import cache_key
 
 SECRET = "test-approvals-secret-0123456789"  # noqa: S105 - a test's own secret
@@ -522,14 +523,15 @@ def test_gates_over_one_store_object_digest_alike(monkeypatch: pytest.MonkeyPatc
 
 def test_a_key_file_is_made_beside_a_sqlite_file_and_kept(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file store gets ``<path>.key``: 32 random bytes, mode 0600, read again by a restarted
-    gate, whose replays and approvals agree with the first gate's."""
+    """A file store gets ``<path>.key``: 32 random bytes (with the id of the store it keys),
+    mode 0600, read again by a restarted gate, whose replays and approvals agree with the
+    first gate's."""
     monkeypatch.delenv("AGTOOL_SECRET", raising=False)
     path = tmp_path / "writes.sqlite"
     body = Body()
     first = Gate(table(body), scope=SCOPE, store=path)
     key_file = tmp_path / "writes.sqlite.key"
-    assert len(key_file.read_bytes()) == 32
+    assert len(key_file_secret(str(key_file))) == 32
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     kept = key_file.read_bytes()
     approval = first.approve("pay", ARGS)

@@ -27,7 +27,15 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from .._keys import ENV_OLD_SECRETS, ENV_SECRET, Keys, old_secrets_from_env, seal, secret_bytes
+from .._keys import (
+    ENV_OLD_SECRETS,
+    ENV_SECRET,
+    Keys,
+    key_file_secret,
+    old_secrets_from_env,
+    seal,
+    secret_bytes,
+)
 from .._loader import TableError
 from .._store import StoredWrite, WriteStore, open_store
 from .._store.base import DONE, PENDING
@@ -156,8 +164,7 @@ def _rekey(args: argparse.Namespace) -> int:
     olds = [secret_bytes(old, ENV_OLD_SECRETS) for old in old_secrets_from_env()]
     key_file = f"{args.store}.key"
     if os.path.isfile(key_file):
-        with open(key_file, "rb") as kept:
-            olds.append(secret_bytes(kept.read(), f"the key file {key_file!r}"))
+        olds.append(key_file_secret(key_file))
     with _opened(args.store) as store:
         marks: dict[str, str] = store.marks()  # type: ignore[attr-defined]
         made = {name.split(":", 1)[1] for name in marks if name.startswith("secret:")}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pathlib
 import sqlite3
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -13,7 +15,13 @@ from _pg import postgres_store, postgres_url
 
 from agtool import Approver, Gate
 from agtool._cli import main
-from agtool._keys import ENV_OLD_SECRETS, ENV_SECRET, SecretMismatch, StoreRefused
+from agtool._keys import (
+    ENV_OLD_SECRETS,
+    ENV_SECRET,
+    SecretMismatch,
+    StoreRefused,
+    key_file_secret,
+)
 from agtool._store.postgres import PostgresStore
 
 NEW = "the-new-secret-after-rotation-0123"
@@ -105,7 +113,7 @@ def test_two_services_with_different_secrets_on_postgres_the_second_is_refused()
 
 
 def read_key_file(path: pathlib.Path) -> bytes:
-    return pathlib.Path(f"{path}.key").read_bytes()
+    return key_file_secret(f"{path}.key")
 
 
 def test_given_the_old_secret_earlier_keys_are_found_and_new_ones_use_the_new(
@@ -220,3 +228,58 @@ def test_a_malformed_key_file_is_one_line(tmp_path: pathlib.Path, content: bytes
         Gate(table(Body()), scope={"reversible_write"}, store=path)
     assert "\n" not in str(refused.value)
     assert ".key" in str(refused.value)
+
+
+def test_an_emptied_store_file_is_refused_never_opened_as_new(tmp_path: pathlib.Path) -> None:
+    """A store file truncated to 0 bytes beside its key file: refused in one line (its key
+    file keyed another store), and the done write never runs again."""
+    body = Body()
+    path, _ = key_file_store(tmp_path, body)
+    path.write_bytes(b"")
+    for suffix in ("-wal", "-shm"):
+        pathlib.Path(f"{path}{suffix}").unlink(missing_ok=True)
+    with pytest.raises(StoreRefused) as refused:
+        Gate(table(body), scope={"reversible_write"}, store=path)
+    assert "\n" not in str(refused.value)
+    assert "emptied" in str(refused.value)
+    assert body.runs == 1
+
+
+def test_a_store_file_without_its_key_file_is_refused(tmp_path: pathlib.Path) -> None:
+    """A store whose key file is gone: refused in one line, and no new key file is made."""
+    body = Body()
+    path, _ = key_file_store(tmp_path, body)
+    pathlib.Path(f"{path}.key").unlink()
+    with pytest.raises(StoreRefused) as refused:
+        Gate(table(body), scope={"reversible_write"}, store=path)
+    assert "missing" in str(refused.value)
+    assert not pathlib.Path(f"{path}.key").exists()
+    assert body.runs == 1
+
+
+def test_an_operator_sees_the_refusal_as_one_line_and_exit_2(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``agtool writes rekey`` over a store whose key file is damaged: one line, status 2."""
+    path, _ = key_file_store(tmp_path, Body())
+    monkeypatch.setenv(ENV_SECRET, NEW)
+    pathlib.Path(f"{path}.key").write_bytes(b"short")
+    assert main(["writes", "rekey", "--store", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert ".key" in err
+
+
+@pytest.mark.slow
+def test_mcp_serve_over_a_damaged_key_file_is_one_line_and_exit_2(
+        tmp_path: pathlib.Path) -> None:
+    """``agtool mcp serve --store`` whose key file is under 16 bytes: one line, status 2,
+    no traceback."""
+    path, _ = key_file_store(tmp_path, Body())
+    pathlib.Path(f"{path}.key").write_bytes(b"short")
+    done = subprocess.run([sys.executable, "-m", "agtool._cli", "mcp", "serve",  # noqa: S603
+                           "--table", "agtool.tools:TOOLS", "--store",
+                           str(path)], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
