@@ -37,18 +37,20 @@ with the new one (``seal``), so that the new secret alone opens it.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hmac
 import os
 import secrets
 import weakref
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator
 
 from ._errors import AgtoolError
 from ._memo import cache_key
 
 __all__ = ["ENV_OLD_SECRETS", "ENV_SECRET", "MIN_SECRET_BYTES", "Keys", "SecretMismatch",
            "StoreRefused",
-           "bind_store", "canonical_key", "check_store", "gate_keys", "key_file_secret",
+           "bind_store", "canonical_key", "check_store", "gate_keys", "inherited_keys",
+           "key_file_secret",
            "old_secrets_from_env",
            "seal", "secret_bytes", "unseal"]
 
@@ -184,10 +186,30 @@ def old_secrets_from_env() -> list[str]:
     return [part for part in os.environ.get(ENV_OLD_SECRETS, "").split(",") if part]
 
 
+#: Keys a gate being made inherits from another (``inherited_keys``), before anything else.
+_INHERITED: contextvars.ContextVar[Keys | None] = contextvars.ContextVar(
+    "agtool_inherited_keys", default=None)
+
+
+@contextlib.contextmanager
+def inherited_keys(keys: Keys) -> Iterator[None]:
+    """Gates made inside this block use ``keys``: an adapter's inner gate digests, keys its
+    writes and verifies approvals exactly as the caller's gate does, whatever the
+    environment says."""
+    token = _INHERITED.set(keys)
+    try:
+        yield
+    finally:
+        _INHERITED.reset(token)
+
+
 def gate_keys(secret: bytes | str | None, store: object,
               old_secrets: Iterable[bytes | str] | None = None) -> Keys:
     """The keys of a gate given ``secret`` (or ``None``), ``old_secrets`` (or ``None``: the
     environment's) and its ``store`` (or ``None``)."""
+    inherited: Keys | None = _INHERITED.get()
+    if inherited is not None:
+        return inherited
     keys = _new_keys(secret, store)
     olds = old_secrets_from_env() if old_secrets is None else list(old_secrets)
     where = "old_secrets=" if old_secrets is not None else ENV_OLD_SECRETS

@@ -36,6 +36,7 @@ from langgraph.types import Command
 from .._authority import Approval
 from .._errors import NotApplied
 from .._gate import Gate
+from .._keys import inherited_keys
 from ._answer import Caller, tool_message
 
 __all__ = ["GateWrapper", "ToolFailed"]
@@ -107,10 +108,17 @@ class _Bodies(Mapping[str, Mapping[str, Any]]):
 
 def _shadow(gate: Gate) -> Gate:
     """A gate over ``gate``'s table whose bodies are the agent's tools, sharing its
-    scope, write store, records and memo settings."""
-    return Gate(_Bodies(gate.table), scope=gate.scope, store=gate.store, records=gate.records,
-                pending_wait=gate.pending_wait, memo_size=gate.cache.size,
-                memo_ttl=gate.memo_ttl, clock=gate.cache.clock)
+    scope, write store, records, memo settings, secret (and old secrets), lease and
+    workers: a call through it is keyed, leased and run as through ``gate`` itself."""
+    runtime = gate._runtime
+    with inherited_keys(runtime.keys):
+        shadow = Gate(_Bodies(gate.table), scope=gate.scope, store=gate.store,
+                      records=gate.records, pending_wait=gate.pending_wait,
+                      memo_size=gate.cache.size, memo_ttl=gate.memo_ttl,
+                      clock=gate.cache.clock, lease=runtime.lease,
+                      workers=runtime.pool.size)
+    shadow._runtime.pool = runtime.pool
+    return shadow
 
 
 def result_value(result: object) -> Any:
