@@ -19,7 +19,7 @@ from agtool._store import SqliteStore
 from agtool.langchain import GateMiddleware, GateWrapper, gated_tools
 
 CALLER_SECRET = "the-callers-own-secret-0123456789"  # noqa: S105 - a test's own secret
-ENV_ONE = "a-different-secret-in-the-env-9876"  # noqa: S105 - a test's own secret
+ENV_ONE = "a-different-secret-in-the-env-9876"
 WRITER = ["read_public", "reversible_write"]
 THREAD = {"configurable": {"thread_id": "conv-1"}}
 ARGS = {"order": "O-7", "amount": 20}
