@@ -571,3 +571,50 @@ def test_processes_racing_to_make_the_key_file_end_with_one_key(tmp_path: Path) 
     assert len(set(keys)) == 1
     assert Gate(table(Body()), scope=SCOPE, store=path).idempotency_key(
         "pay", ARGS, RUN, STEP) == keys[0]
+
+
+# -- tokens built from what plans and records show ----------------------------------------------
+
+def _shown_digests() -> tuple[Gate, Body, dict[str, str]]:
+    """A gate, its body, and the args digests an attacker reading its plans and records sees."""
+
+    records: list[CallRecord] = []
+    body = Body()
+    gate = Gate(table(body), scope=SCOPE, records=records.append, secret=SECRET)
+    plan = plan_of(gate, ARGS)["args_digest"]
+    gate.call_tool("look", ARGS, run_id=RUN, scope={"read_sensitive"})
+    return gate, body, {"plan": plan, "record": records[-1].args_digest}
+
+
+def _forged_from(digest: str) -> list[str]:
+    """Tokens made only from a shown digest: as the key, as the signature, hashed, with and
+    without the tool name, with and without an expiry."""
+    tokens = []
+    for tool_name, expires in itertools.product(["pay", ""], [None, time.time() + 3600.0]):
+        fields = {"v": 1, "tool": tool_name, "args": digest, "run": "", "step": "",
+                  "exp": expires, "id": "forged", "by": "mallory", "once": False}
+        head = f"{PREFIX}.{b64(canonical(fields))}"
+        for key in (bytes.fromhex(digest), digest.encode(), hashlib.sha256(
+                digest.encode()).digest(), hashlib.sha256(bytes.fromhex(digest)).digest()):
+            tokens.append(signed_with(key, fields))
+        tokens += [f"{head}.{b64(bytes.fromhex(digest))}",
+                   f"{head}.{b64(hashlib.sha256(head.encode()).digest())}",
+                   f"{head}.{b64(hashlib.sha256((head + digest).encode()).digest())}",
+                   f"{head}.{b64(hmac.digest(head.encode(), bytes.fromhex(digest), 'sha256'))}"]
+    return tokens
+
+
+@pytest.mark.parametrize("shown", ["plan", "record"])
+def test_tokens_built_from_a_shown_digest_are_each_refused(shown: str) -> None:
+    """An attacker who reads a plan's or a record's args digest, and builds every token it
+    suggests (the digest as key or as signature, hashed, with and without the tool name and
+    an expiry), gets each one refused, and the write never runs."""
+    gate, body, digests = _shown_digests()
+    forged = _forged_from(digests[shown])
+    assert len(forged) == 32
+    for token in forged:
+        assert pay(gate, dict(ARGS), [token])["error"] == "auth:approval"
+    assert pay(gate, dict(ARGS), forged)["error"] == "auth:approval"
+    assert body.count == 0
+    assert pay(gate, dict(ARGS), [gate.approve("pay", ARGS)])["ok"]  # a real one is let in
+    assert body.count == 1
