@@ -1036,11 +1036,14 @@ ModelKey = tuple[str, ...]
 
 
 class BreakableStore:
-    """A store whose methods named in ``broken`` each fail once, as a full disk does."""
+    """A store whose methods named in ``broken`` each fail once, as a full disk does, and
+    whose methods named in ``lost`` each do their work once and then fail: the reply of a
+    statement that landed, lost."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.broken: set[str] = set()
+        self.lost: set[str] = set()
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.inner, name)
@@ -1051,7 +1054,11 @@ class BreakableStore:
             if name in self.broken:
                 self.broken.discard(name)
                 raise sqlite3.OperationalError("database or disk is full")
-            return method(*args)
+            answer = method(*args)
+            if name in self.lost:
+                self.lost.discard(name)
+                raise sqlite3.OperationalError("the connection closed before the reply")
+            return answer
         return step
 
 
@@ -1191,17 +1198,27 @@ class WriteMachine(RuleBasedStateMachine):
         return ok(found)
 
     def call(self, which: int, tool: str, run_id: str, step_id: str,
-             args: dict[str, Any], broken: frozenset[str] = frozenset()) -> None:
+             args: dict[str, Any], broken: frozenset[str] = frozenset(),
+             lost: frozenset[str] = frozenset()) -> None:
         which %= len(self.gates)
         key = self.model_key(tool, run_id, step_id, args)
         gate = self.gates[which]
         real_key = gate.idempotency_key(tool, args, run_id, step_id)
         assert real_key is not None
         self.real_keys[key] = real_key
-        expected = self.expect(which, tool, key, args, set(broken))
+        # A lost reply is as a failure of the step for a claim (given back: nothing ran) and
+        # a take-over (unknown again); a finish, mark or release that landed stands.
+        failing = set(broken) | (set(lost) & {"claim", "take_over"})
+        was_free = key not in self.stored and key not in self.unknown
+        expected = self.expect(which, tool, key, args, failing)
+        if was_free and "claim" in set(lost) - set(broken) and "release" in broken:
+            # The claim landed and could not be given back: this process gave it up, and
+            # every reader sees it unknown (never pending under a live owner, never free).
+            self.unknown[key] = dict(args)
         store = gate.store
         assert isinstance(store, BreakableStore)
         store.broken = set(broken)
+        store.lost = set(lost) - set(broken)
         self.current = key
         if expected == failed("cancelled"):
             with pytest.raises(asyncio.CancelledError):
@@ -1209,7 +1226,7 @@ class WriteMachine(RuleBasedStateMachine):
         else:
             answer = gate.call_tool(tool, dict(args), run_id=run_id, step_id=step_id)
             assert dict(answer) == expected, (key, self.behaviour, sorted(broken))
-        store.broken = set()
+        store.broken, store.lost = set(), set()
         self.last = (tool, run_id, step_id, dict(args))
         self.calls_since_open += 1
 
@@ -1225,12 +1242,15 @@ class WriteMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.last is not None)
     @rule(which=st.integers(0, MAX_GATES - 1), behaviour=st.sampled_from(sorted(BEHAVIOURS)),
-          broken=st.sets(st.sampled_from(STORE_STEPS), max_size=2).map(frozenset))
-    def retry(self, which: int, behaviour: str, broken: frozenset[str]) -> None:
-        """The last call again, exactly: a retry, on a store that may fail at some steps."""
+          broken=st.sets(st.sampled_from(STORE_STEPS), max_size=2).map(frozenset),
+          lost=st.sets(st.sampled_from(STORE_STEPS), max_size=2).map(frozenset))
+    def retry(self, which: int, behaviour: str, broken: frozenset[str],
+              lost: frozenset[str]) -> None:
+        """The last call again, exactly: a retry, on a store that may fail at some steps, or
+        lose the reply of a step that landed."""
         assert self.last is not None
         self.behaviour = behaviour
-        self.call(which, *self.last, broken=broken)
+        self.call(which, *self.last, broken=broken, lost=lost)
 
     @precondition(lambda self: bool(self.unknown))
     @rule(data=st.data(), resolve=st.booleans())
