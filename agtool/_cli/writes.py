@@ -36,7 +36,7 @@ from .._keys import (
     seal,
     secret_bytes,
 )
-from .._loader import TableError
+from .._errors import TableError
 from .._store import StoredWrite, WriteStore, open_store
 from .._store.base import DONE, PENDING
 from .._store.owners import owner_alive

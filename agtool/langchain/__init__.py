@@ -8,7 +8,7 @@ Three ways in, each one or two lines of glue:
 - ``GateMiddleware(gate)``: for an agent that already has its tools,
   ``create_agent(model, tools, middleware=[GateMiddleware(gate)])``; the
   table is the whitelist and the contracts, the agent's tools the bodies.
-  Needs the ``langchain`` extra (``pip install 'agtool[langchain]'``).
+  Needs the ``langchain`` extra (``pip install 'agtool-gate[langchain]'``).
 - ``gated_tool_node(gate, tools=None)``: a LangGraph ``ToolNode`` for a
   hand-built graph, over the gate's tools or gating the tools given.
 
@@ -31,10 +31,11 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from .._authority import Approval
+from .._errors import ToolFailed
 from .._gate import Gate
 from ._answer import APPROVALS_KEY, SCOPE_KEY, refused, tool_message, unknown_tool
 from ._tools import GatedTool, gated_tools
-from ._wrap import AsyncHandler, GateWrapper, Handler, ToolFailed
+from ._wrap import AsyncHandler, GateWrapper, Handler
 
 if TYPE_CHECKING:
     from ._middleware import GateMiddleware

@@ -602,7 +602,7 @@ def test_missing_langchain_extra_is_one_line_naming_it(monkeypatch: pytest.Monke
     with pytest.raises(ImportError) as caught:
         fresh.GateMiddleware  # noqa: B018 - the attribute access is what is tested
     message = str(caught.value)
-    assert "agtool[langchain]" in message
+    assert "agtool-gate[langchain]" in message
     assert "\n" not in message
     assert fresh.gated_tools(Gate(Desk().table))[0].name == "search_tickets"
     with pytest.raises(AttributeError):
@@ -681,6 +681,7 @@ def test_tool_node_schema_is_the_gates() -> None:
     """The tools of gated_tool_node(gate) convert to the gate's exported schemas."""
     desk = Desk()
     node = gated_tool_node(Gate(desk.table))
+    assert set(node.tools_by_name) == set(desk.table)  # so the loop below checks every tool
     for name, bound in node.tools_by_name.items():
         assert convert_to_openai_tool(bound)["function"]["parameters"] == gate_schema(
             desk.table, name)
