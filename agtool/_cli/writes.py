@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
+from .._errors import TableError
 from .._keys import (
     ENV_OLD_SECRETS,
     ENV_SECRET,
@@ -36,7 +37,6 @@ from .._keys import (
     seal,
     secret_bytes,
 )
-from .._errors import TableError
 from .._store import StoredWrite, WriteStore, open_store
 from .._store.base import DONE, PENDING
 from .._store.owners import owner_alive
