@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -24,8 +25,8 @@ from ._scrub import call_secrets, log_scrubbed
 from ._store import DONE, WriteStore, encode_outcome, orphan
 from ._store.owners import landed
 
-__all__ = ["mark_unknown", "release", "rotated_key", "store_outcome", "stored_envelope",
-           "write_key"]
+__all__ = ["mark_unknown", "release", "rotated_key", "settle_owed", "store_outcome",
+           "stored_envelope", "write_key"]
 
 _log = logging.getLogger("agtool")
 
@@ -91,6 +92,7 @@ def store_outcome(store: WriteStore, key: str, owner: str, envelope: Envelope,
         return False
     try:
         if store.finish(key, owner, kept):
+            settle_owed(store)
             return True
     except Exception as exc:
         if _kept_before(store, key, owner, kept):
@@ -114,6 +116,13 @@ def _kept_before(store: WriteStore, key: str, owner: str, kept: dict[str, Any]) 
         return False
 
 
+#: Claims this process gave up on because the store failed to settle them, by (owner, key),
+#: with the store and the settling still owed: made good when the store next answers, so
+#: that other processes, which see the owner alive, stop reading the key as pending.
+_OWED: dict[tuple[str, str], WriteStore] = {}
+_OWED_LOCK = threading.Lock()
+
+
 def mark_unknown(store: WriteStore, key: str, owner: str) -> None:
     """Mark a key whose body started as having an unknown outcome; never raises."""
     try:
@@ -121,8 +130,10 @@ def mark_unknown(store: WriteStore, key: str, owner: str) -> None:
     except Exception as exc:
         # The row stays pending, but this process will do nothing more under it: every
         # reader here, and (by its lease) on other machines, then reads it unknown.
-        orphan(owner, key)
+        _owe(store, key, owner)
         _log.error("idempotency store failed to mark %s unknown (%s)", key, type(exc).__name__)
+        return
+    settle_owed(store)
 
 
 def release(store: WriteStore, key: str, owner: str) -> None:
@@ -130,8 +141,32 @@ def release(store: WriteStore, key: str, owner: str) -> None:
     try:
         store.release(key, owner)
     except Exception as exc:
-        orphan(owner, key)  # read unknown from now on: never run again on a guess
+        _owe(store, key, owner)  # read unknown here: never run again on a guess
         _log.error("idempotency store failed to release %s (%s)", key, type(exc).__name__)
+        return
+    settle_owed(store)
+
+
+def _owe(store: WriteStore, key: str, owner: str) -> None:
+    orphan(owner, key)
+    with _OWED_LOCK:
+        _OWED[(owner, key)] = store
+
+
+def settle_owed(store: WriteStore) -> None:
+    """Settle, on ``store`` that just answered, the claims it failed to settle before, so
+    that no key stays pending under this live process: each is marked unknown, as this
+    process has read it since (a release owed too: it may have been answered unknown).
+    Never raises; what fails again stays owed."""
+    with _OWED_LOCK:
+        owed = [pair for pair, held in _OWED.items() if held is store]
+    for owner, key in owed:
+        try:
+            store.mark_unknown(key, owner)
+        except Exception:
+            return  # still failing: the next answer tries again
+        with _OWED_LOCK:
+            _OWED.pop((owner, key), None)
 
 
 def stored_envelope(outcome: object) -> Envelope | None:

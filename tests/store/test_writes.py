@@ -17,6 +17,8 @@ import pathlib
 import secrets
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -1391,3 +1393,39 @@ def test_a_write_body_interrupted_by_a_base_exception_is_never_run_again(
     stored = store.lookup(key)
     assert stored is not None
     assert stored.state == "unknown"
+
+
+def test_a_claim_the_store_failed_to_settle_is_settled_when_it_answers_again(
+        tmp_path: pathlib.Path) -> None:
+    """An interrupted write whose mark-unknown fails leaves its row pending under this live
+    process, which other processes of the host must read as in progress; the next time the
+    store answers this process, the mark is made good, and they read it unknown."""
+    path = tmp_path / "writes.sqlite"
+    store = SpyStore()
+    store.inner = SqliteStore(path)
+
+    def interrupted(order: str, qty: int, note: str = "") -> Any:
+        if not calls:
+            calls.append(order)
+            store.fail.add("mark_unknown")
+            raise KeyboardInterrupt
+        return {"order": order, "serial": 2}
+
+    calls: list[str] = []
+    gate = write_gate(interrupted, store=store)
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+
+    def seen_elsewhere() -> str:
+        done = subprocess.run(  # noqa: S603 - a probe of this test's own
+            [sys.executable, "-c", "import sys; from agtool._store import SqliteStore; "
+             "print(SqliteStore(sys.argv[1]).lookup(sys.argv[2]).state)", str(path), key],
+            capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    with pytest.raises(KeyboardInterrupt):
+        place(gate)
+    store.fail.clear()
+    assert seen_elsewhere() == "pending"  # the owner lives: nothing else can tell
+    assert place(gate, run_id="run-2")["ok"]  # the store answers this process again
+    assert seen_elsewhere() == "unknown"
