@@ -66,9 +66,9 @@ from mcp.shared.exceptions import MCPError
 from ._errors import AgtoolError
 from ._gate import Gate
 from ._jsonschema import SchemaError, ToolDefinition, import_tool, tool_definition
-from ._mcp_proxy import _LISTED_KEYS, UpstreamUnavailable
-from ._mcp_proxy import _cause as _first_cause
 from ._reasons import shown
+from .mcp._proxy import _LISTED_KEYS, UpstreamUnavailable
+from .mcp._proxy import _cause as _first_cause
 
 __all__ = [
     "CALL_TIMEOUT",

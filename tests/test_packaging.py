@@ -25,9 +25,9 @@ FIRST_PARTY = {"agtool", "strategies", "reports", "pytest_agtool", "bench"}
 # The plugin runs inside pytest, so pytest is there whenever the plugin is imported.
 PRESENT_WITH_THE_PLUGIN = {"pytest", "_pytest"}
 # Modules that belong to an extra: they may import it, and only it, beyond the core.
-EXTRA_MODULES = {"langchain": re.compile(r"agtool/(langchain|_lc_\w+)\.py"),
-                 "mcp": re.compile(r"agtool/(mcp|_mcp_\w+)\.py"),
-                 "postgres": re.compile(r"agtool/_postgres\.py")}
+EXTRA_MODULES = {"langchain": re.compile(r"agtool/langchain/\w+\.py"),
+                 "mcp": re.compile(r"agtool/(mcp/\w+|_mcp_check)\.py"),
+                 "postgres": re.compile(r"agtool/_store/postgres\.py")}
 
 
 def _distribution(requirement: str) -> str:

@@ -33,10 +33,10 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from ._authority import Approval
-from ._errors import NotApplied
-from ._gate import Gate
-from ._lc_answer import Caller, tool_message
+from .._authority import Approval
+from .._errors import NotApplied
+from .._gate import Gate
+from ._answer import Caller, tool_message
 
 __all__ = ["GateWrapper", "ToolFailed"]
 

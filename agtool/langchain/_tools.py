@@ -17,10 +17,10 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from ._authority import Approval
-from ._gate import Gate
-from ._jsonschema import to_json_schema
-from ._lc_answer import Caller, tool_message
+from .._authority import Approval
+from .._gate import Gate
+from .._jsonschema import to_json_schema
+from ._answer import Caller, tool_message
 
 __all__ = ["GatedTool", "gated_tool", "gated_tools"]
 

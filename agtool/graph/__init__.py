@@ -2,14 +2,14 @@
 
 A LangGraph agent over any ``Gate``: a failed tool call is a path through the
 graph, repaired by its reason (``default_repairs``) or by the model that
-picked it, within ``MAX_ATTEMPTS``. See ``agtool._graph`` for the graph
-(``agtool._model_graph`` for the model path) and ``agtool._repairs`` for the
+picked it, within ``MAX_ATTEMPTS``. See ``agtool.graph._build`` for the graph
+(``agtool.graph._model`` for the model path) and ``agtool.graph._repairs`` for the
 rules; ``agtool.tools`` holds the seed's stock agent built on it.
 """
 
 from __future__ import annotations
 
-from ._graph import (
+from ._build import (
     MAX_ATTEMPTS,
     STEP_ID,
     ModelState,

@@ -23,11 +23,11 @@ except ImportError:  # tests hide the package to see this
 
 from langchain_core.messages import ToolMessage
 
-from ._authority import Approval
-from ._gate import Gate
-from ._lc_answer import Caller
-from ._lc_tools import gated_tool
-from ._lc_wrap import AsyncHandler, GateWrapper, Handler
+from .._authority import Approval
+from .._gate import Gate
+from ._answer import Caller
+from ._tools import gated_tool
+from ._wrap import AsyncHandler, GateWrapper, Handler
 
 __all__ = ["GateMiddleware"]
 

@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypedDict
 
-from ._contract import Spec, ToolContract
-from ._reasons import Reason, named, parse_reason, shown
+from .._contract import Spec, ToolContract
+from .._reasons import Reason, named, parse_reason, shown
 
 __all__ = [
     "Call",

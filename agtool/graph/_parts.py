@@ -6,7 +6,7 @@ the attempt and retry limits, the gate call with the caller's authority
 results (``result_reply``) and ``giveup``, how a repaired call compares with
 the calls already made (``was_tried``, ``changes``), the retry wait, and the
 skeleton every graph has (``skeleton``, then ``with_repair`` for the repairing
-ones). ``agtool._graph`` builds the rule graph on it and ``agtool._model_graph``
+ones). ``agtool.graph._build`` builds the rule graph on it and ``agtool.graph._model``
 the model graph; this module imports neither.
 """
 
@@ -23,12 +23,12 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 
-from ._authority import Approval
-from ._contract import Spec, ToolContract
-from ._gate import Gate
-from ._memo import cache_key
-from ._reasons import AGENT_STAGES, parse_reason
-from ._records import REDACTED
+from .._authority import Approval
+from .._contract import Spec, ToolContract
+from .._gate import Gate
+from .._memo import cache_key
+from .._reasons import AGENT_STAGES, parse_reason
+from .._records import REDACTED
 from ._repairs import Call, Fix
 
 __all__ = [

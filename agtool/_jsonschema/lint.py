@@ -36,23 +36,17 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import unquote
 
-from ._contract import check_table
+from .._contract import check_table
+from .._errors import SchemaError
+from .._patterns import pattern_problem
 
 # _escape and _resolve are the JSON pointer helpers the importer follows refs with:
 # one reading of a pointer for both; _structure, _class_end and _re2_escapes are
 # its reading of a pattern.
-from ._jsonschema import (
-    ECHO_KEYWORD,
-    SchemaError,
-    _class_end,
-    _escape,
-    _re2_escapes,
-    _resolve,
-    _structure,
-    read_tools_file,
-    to_json_schema,
-)
-from ._patterns import pattern_problem
+from .ecma import _class_end, _re2_escapes, _structure
+from .export import ECHO_KEYWORD, _escape, to_json_schema
+from .importer import _resolve
+from .toolfiles import read_tools_file
 
 __all__ = [
     "DENSITY_FLOOR",

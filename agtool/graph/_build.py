@@ -18,7 +18,7 @@ they can be invoked, streamed, embedded as subgraphs and drawn with
 ``pick`` chooses the tool and arguments: by rule (``order_pick``: the order's
 ``tool`` field names the tool, or the only tool of a one-tool table, and every
 other field is an argument), or by asking a chat model (``build_graph(model,
-gate=gate)``, see ``agtool._model_graph``), whose every tool call of a turn goes
+gate=gate)``, see ``agtool.graph._model``), whose every tool call of a turn goes
 through the gate and gets its own ``ToolMessage``. ``reply`` builds the answer from what the tool
 returned (``result_reply``); ``repair`` applies the repairs table
 (``default_repairs``: drop, clamp, exact conversion, declared fallback) or asks
@@ -45,9 +45,9 @@ run without ``run_id`` gets a fresh one. A write is keyed by the run id and
 the step id: ``STEP_ID`` for the rule graph's one call, the model's tool-call
 id for each of its calls, the same across retries.
 
-Three modules, layered so none imports one above it: ``agtool._graph_parts``
+Three modules, layered so none imports one above it: ``agtool.graph._parts``
 holds what both graphs share (the state, the gate call, the reply, the
-skeleton); ``agtool._model_graph`` builds the model path on it; this module
+skeleton); ``agtool.graph._model`` builds the model path on it; this module
 builds the rule graph on it and is the entry point (``build_graph`` hands a
 model to ``build_model_graph``; ``handle``, ``run_graph``). None knows a
 table: the seed's stock agent is configured from them in
@@ -62,10 +62,20 @@ from typing import Any, TypedDict
 
 from langchain_core.language_models import BaseChatModel
 
-from ._answers import is_retryable
-from ._authority import Approval
-from ._gate import Gate
-from ._graph_parts import (
+from .._answers import is_retryable
+from .._authority import Approval
+from .._gate import Gate
+from .._reasons import (
+    AGENT_STAGES,
+    MODEL_NO_TOOL_CALL,
+    MODEL_RAISED,
+    ORDER_NOT_OBJECT,
+    REPAIR_NONE,
+    REPAIR_REPEAT,
+    parse_reason,
+)
+from ._model import build_model_graph, tool_specs
+from ._parts import (
     MAX_ATTEMPTS,
     MAX_RETRY_WAIT,
     RETRY_BACKOFF,
@@ -90,16 +100,6 @@ from ._graph_parts import (
     skeleton,
     was_tried,
     with_repair,
-)
-from ._model_graph import build_model_graph, tool_specs
-from ._reasons import (
-    AGENT_STAGES,
-    MODEL_NO_TOOL_CALL,
-    MODEL_RAISED,
-    ORDER_NOT_OBJECT,
-    REPAIR_NONE,
-    REPAIR_REPEAT,
-    parse_reason,
 )
 from ._repairs import Call, Fix, RepairRule, default_repairs, rule_for
 
@@ -327,7 +327,7 @@ def build_graph(model: BaseChatModel | None = None, *, gate: Gate, pick: Node | 
     ``repair:none``). ``reply`` defaults to ``result_reply(gate)``.
 
     With ``model`` (a chat model supporting ``bind_tools``), it is
-    ``agtool._model_graph.build_model_graph``: the model is bound
+    ``agtool.graph._model.build_model_graph``: the model is bound
     to ``tool_specs(gate)`` and picks and repairs, over ``ModelState``: every
     tool call of its turn is gated (step id: its tool-call id) and answered
     with its own ``ToolMessage``; a retryable failure is retried by the graph,

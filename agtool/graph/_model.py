@@ -13,7 +13,7 @@ no tool call ends the run with ``model:no_tool_call``, a raising model with
 ``repair:repeat``.
 
 The state, the gate call, the reply and the skeleton are shared with the rule
-graph (``agtool._graph_parts``); ``agtool._graph`` dispatches here, and this
+graph (``agtool.graph._parts``); ``agtool.graph._build`` dispatches here, and this
 module never imports it.
 """
 
@@ -35,10 +35,22 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable
 
-from ._answers import is_retryable
-from ._contract import check_table
-from ._gate import Gate
-from ._graph_parts import (
+from .._answers import is_retryable
+from .._contract import check_table
+from .._gate import Gate
+from .._jsonschema import tool_spec as export_spec
+from .._reasons import (
+    BAD_CONTRACT,
+    MODEL_NO_TOOL_CALL,
+    MODEL_RAISED,
+    ORDER_NOT_OBJECT,
+    REPAIR_NONE,
+    REPAIR_REPEAT,
+    TOO_BIG,
+    UNKNOWN_TOOL,
+    parse_reason,
+)
+from ._parts import (
     MAX_ATTEMPTS,
     STEP_ID,
     AgentGraph,
@@ -58,18 +70,6 @@ from ._graph_parts import (
     skeleton,
     was_tried,
     with_repair,
-)
-from ._jsonschema import tool_spec as export_spec
-from ._reasons import (
-    BAD_CONTRACT,
-    MODEL_NO_TOOL_CALL,
-    MODEL_RAISED,
-    ORDER_NOT_OBJECT,
-    REPAIR_NONE,
-    REPAIR_REPEAT,
-    TOO_BIG,
-    UNKNOWN_TOOL,
-    parse_reason,
 )
 from ._repairs import Call
 

@@ -23,10 +23,10 @@ from typing import Any
 import mcp.types as types
 from mcp.server.lowlevel import Server
 
-from ._contract import Spec
-from ._gate import Gate
-from ._jsonschema import tool_spec
-from ._records import REDACTED
+from .._contract import Spec
+from .._gate import Gate
+from .._jsonschema import tool_spec
+from .._records import REDACTED
 
 __all__ = ["DEFAULT_STEP", "RUN_ID_META", "STEP_ID_META", "build_server", "gated_tools",
            "result_of"]

@@ -26,11 +26,11 @@ import mcp.types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.server.lowlevel import Server
 
-from ._errors import AgtoolError, UpstreamError
-from ._gate import Gate
-from ._jsonschema import SchemaError, import_tool, tool_definition
-from ._mcp_serve import Forward, build_server
-from ._records import CallRecord
+from .._errors import AgtoolError, UpstreamError
+from .._gate import Gate
+from .._jsonschema import SchemaError, import_tool, tool_definition
+from .._records import CallRecord
+from ._serve import Forward, build_server
 
 __all__ = ["DEFAULT_UPSTREAM_TIMEOUT", "UPSTREAM_TOOL_ERROR", "Upstream", "UpstreamUnavailable",
            "gated_table", "proxy_server"]

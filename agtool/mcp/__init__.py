@@ -13,7 +13,7 @@ by ``Gate.acall_for_model`` (structured content on success, ``isError`` with
 the structured error on failure). ``proxy(command)`` serves the tools of an
 upstream MCP server through a gate built from the upstream's own schemas.
 How a call's run and step (and so a write's idempotency key) are read from
-MCP is in ``agtool._mcp_serve``: ``_meta["agtool/run_id"]`` or the session,
+MCP is in ``agtool.mcp._serve``: ``_meta["agtool/run_id"]`` or the session,
 and ``_meta["agtool/step_id"]`` or the business key alone.
 
 This module needs the ``mcp`` extra (``pip install 'agtool[mcp]'``).
@@ -35,9 +35,11 @@ import anyio
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from ._gate import DEFAULT_SCOPE, Gate
-from ._jsonschema import IMPORTED_EFFECTS, mcp_annotations
-from ._mcp_proxy import (
+from .._gate import DEFAULT_SCOPE, Gate
+from .._jsonschema import IMPORTED_EFFECTS, mcp_annotations
+from .._records import RecordSink
+from .._store import WriteStore
+from ._proxy import (
     DEFAULT_UPSTREAM_TIMEOUT,
     UPSTREAM_TOOL_ERROR,
     Upstream,
@@ -45,9 +47,7 @@ from ._mcp_proxy import (
     gated_table,
     proxy_server,
 )
-from ._mcp_serve import DEFAULT_STEP, RUN_ID_META, STEP_ID_META, build_server, result_of
-from ._records import RecordSink
-from ._store import WriteStore
+from ._serve import DEFAULT_STEP, RUN_ID_META, STEP_ID_META, build_server, result_of
 
 __all__ = [
     "DEFAULT_STEP",

@@ -17,9 +17,9 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from ._answers import model_error
-from ._authority import Approval
-from ._reasons import NOT_OBJECT, UNKNOWN_TOOL
+from .._answers import model_error
+from .._authority import Approval
+from .._reasons import NOT_OBJECT, UNKNOWN_TOOL
 
 __all__ = ["APPROVALS_KEY", "SCOPE_KEY", "Caller", "refused", "tool_message", "unknown_tool"]
 

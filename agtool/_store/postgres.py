@@ -25,18 +25,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._store import (
-    ABANDONED,
-    RUN,
-    UNKNOWN,
-    Claim,
-    StoredWrite,
-    _as_seen,
-    _stored,
-    claim_of,
-    encode_outcome,
-    may_take_over,
-)
+from .base import RUN, UNKNOWN, Claim, StoredWrite, encode_outcome, stored_write
+from .owners import ABANDONED, as_seen, claim_of, may_take_over
 
 if TYPE_CHECKING:
     import psycopg
@@ -142,11 +132,11 @@ class PostgresStore:
 
     def lookup(self, key: str) -> StoredWrite | None:
         stored, now = self._call(lambda db: self._row(db, key))
-        return None if stored is None else _as_seen(stored, now)
+        return None if stored is None else as_seen(stored, now)
 
     def pending(self) -> list[StoredWrite]:
         rows = self._call(lambda db: db.execute(self._sql.pending).fetchall())
-        return [_as_seen(_stored(row), row[-1]) for row in rows]
+        return [as_seen(stored_write(row), row[-1]) for row in rows]
 
     def resolve(self, key: str, outcome: dict[str, Any]) -> bool:
         text = encode_outcome(outcome)
@@ -182,7 +172,7 @@ class PostgresStore:
         row = db.execute(self._sql.select, (key,)).fetchone()
         if row is None:
             return None, 0.0
-        return _stored(row), row[-1]
+        return stored_write(row), row[-1]
 
     def _changed(self, statement: sql.Composed, params: tuple[Any, ...]) -> bool:
         return bool(self._call(lambda db: db.execute(statement, params).rowcount))

@@ -30,14 +30,14 @@ from langchain_core.tools import BaseTool
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
-from ._authority import Approval
-from ._gate import Gate
-from ._lc_answer import APPROVALS_KEY, SCOPE_KEY, refused, tool_message, unknown_tool
-from ._lc_tools import GatedTool, gated_tools
-from ._lc_wrap import AsyncHandler, GateWrapper, Handler, ToolFailed
+from .._authority import Approval
+from .._gate import Gate
+from ._answer import APPROVALS_KEY, SCOPE_KEY, refused, tool_message, unknown_tool
+from ._tools import GatedTool, gated_tools
+from ._wrap import AsyncHandler, GateWrapper, Handler, ToolFailed
 
 if TYPE_CHECKING:
-    from ._lc_middleware import GateMiddleware
+    from ._middleware import GateMiddleware
 
 __all__ = ["APPROVALS_KEY", "SCOPE_KEY", "GateMiddleware", "GateWrapper", "GatedTool",
            "ToolFailed", "gated_tool_node", "gated_tools"]
@@ -45,7 +45,7 @@ __all__ = ["APPROVALS_KEY", "SCOPE_KEY", "GateMiddleware", "GateWrapper", "Gated
 
 def __getattr__(name: str) -> Any:
     if name == "GateMiddleware":  # imported on first use: only it needs the langchain extra
-        from ._lc_middleware import GateMiddleware
+        from ._middleware import GateMiddleware
         return GateMiddleware
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
