@@ -270,7 +270,7 @@ def proxy_scenario(tmp_path: Path, *options: str,
     """
     errlog = tmp_path / "proxy.err"
     params = agtool_params("mcp", "proxy", "--records", str(tmp_path / "records.jsonl"),
-                           *options, "--", sys.executable, str(ROOT / "tests" / "_lax_server.py"),
+                           "--env", "LAX_RUNS", *options, "--", sys.executable, str(ROOT / "tests" / "_lax_server.py"),
                            LAX_RUNS=str(tmp_path / "runs.jsonl"))
 
     async def scenario() -> tuple[Any, list[Any]]:
@@ -423,7 +423,8 @@ def test_the_proxy_in_process_gates_the_lax_server(tmp_path: Path,
     records: list[Any] = []
 
     async def scenario() -> tuple[Any, ...]:
-        async with Upstream([sys.executable, str(ROOT / "tests" / "_lax_server.py")]) as up:
+        async with Upstream([sys.executable, str(ROOT / "tests" / "_lax_server.py")],
+                            env=["LAX_RUNS"]) as up:
             table, passed = gated_table(up, await up.tools(), trust_tools={"days_until"},
                                         sensitive={"count_items": ["region"]})
             gate = Gate(table, records=records.append)
