@@ -1,7 +1,7 @@
 """A faulty MCP upstream for the proxy's fault tests: it dies, blocks, changes and tells.
 
 Run as ``python tests/_fault_server.py``, a stdio MCP server on the SDK's
-low-level ``Server``. Every call appends a JSON line (tool, args, pid) to the
+low-level ``Server``. Every call appends a JSON line (tool, args, instance) to the
 file named by ``FAULT_RUNS`` before it does anything else, so a test can tell
 whether a write happened. Its tools:
 
@@ -9,8 +9,9 @@ whether a write happened. Its tools:
   the line is written (the write happened, no answer came); ``"block"`` blocks
   the whole process in a sleep, so it no longer reads its stdin either;
   ``"hang"`` awaits for ever (cancellable); anything else answers ``{"noted": text}``;
-- ``whoami()``: a read answering ``{"pid": ..., "env": {...}}``, its own
-  process id and environment;
+- ``whoami(nonce=...)``: a read answering ``{"pid", "ppid", "instance", "env", "fds"}``: its own
+  and its parent's process ids, a random name of this process, its environment and what
+  its open file descriptors point at;
 - ``retitle(text)``: a read that changes ``whoami``'s description to ``text``
   and sends ``notifications/tools/list_changed``;
 - ``grow()``: a read that adds a tool ``late`` to the listing and says so.
@@ -26,6 +27,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from typing import Any
 
 import anyio
@@ -36,6 +38,8 @@ from mcp.server.stdio import stdio_server
 READ = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITE = types.ToolAnnotations(read_only_hint=False, destructive_hint=False,
                               open_world_hint=False)
+#: This process's own name: a pid may be given again to the next process.
+INSTANCE = uuid.uuid4().hex
 STATE: dict[str, Any] = {"description": os.environ.get("FAULT_DESCRIPTION", "Who runs me."),
                          "late": False}
 
@@ -49,9 +53,12 @@ def _tools() -> list[types.Tool]:
     text = {"text": {"type": "string"}}
     tools = [
         types.Tool(name="note", description="Write a note.", input_schema=_object(text),
-                   output_schema=_object({"noted": {"type": "string"}}),
+                   output_schema={"type": "object", "properties": {"noted": {"type": "string"}},
+                                  "required": ["noted"]},
                    annotations=WRITE),
-        types.Tool(name="whoami", description=STATE["description"], input_schema=_object({}),
+        # ``nonce``: any value, so that a gate remembering reads still asks each time.
+        types.Tool(name="whoami", description=STATE["description"],
+                   input_schema={**_object({"nonce": {"type": "string"}}), "required": []},
                    annotations=READ),
         types.Tool(name="retitle", description="Change whoami's description.",
                    input_schema=_object(text), annotations=READ),
@@ -76,7 +83,7 @@ def _answer(value: dict[str, Any]) -> types.CallToolResult:
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     arguments = params.arguments or {}
     with open(os.environ["FAULT_RUNS"], "a") as runs:
-        runs.write(json.dumps({"tool": params.name, "args": arguments, "pid": os.getpid()})
+        runs.write(json.dumps({"tool": params.name, "args": arguments, "instance": INSTANCE})
                    + "\n")
     text = arguments.get("text")
     if params.name == "note" and text == "die":
@@ -86,7 +93,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if params.name == "note" and text == "hang":
         await anyio.sleep_forever()
     if params.name == "whoami":
-        return _answer({"pid": os.getpid(), "env": dict(os.environ)})
+        return _answer({"pid": os.getpid(), "ppid": os.getppid(), "instance": INSTANCE, "env": dict(os.environ),
+                        "fds": _open_files()})
     if params.name in ("retitle", "grow"):
         if params.name == "retitle":
             STATE["description"] = text
@@ -95,6 +103,17 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         await ctx.session.send_tool_list_changed()
         return _answer({"changed": True})
     return _answer({"noted": text})
+
+
+def _open_files() -> list[str]:
+    """What this process's open file descriptors point at (Linux), to see what it inherited."""
+    found = []
+    for fd in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else []:
+        try:
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue
+    return found
 
 
 async def main() -> None:

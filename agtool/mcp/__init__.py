@@ -52,6 +52,7 @@ from ._proxy import (
     UpstreamUnavailable,
     proxy_server,
     serve_upstream,
+    stdin_lines,
 )
 from ._upstream import DEFAULT_RESTARTS
 from ._serve import DEFAULT_STEP, RUN_ID_META, STEP_ID_META, build_server, result_of
@@ -99,9 +100,12 @@ def server(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *, name: str =
     return build_server(_gate_of(gate_or_table, gate_options), name=name)
 
 
-async def aserve_stdio(mcp_server: Server[Any]) -> None:
-    """Serve ``mcp_server`` over this process's stdin and stdout until the client leaves."""
-    async with stdio_server() as (read, write):
+async def aserve_stdio(mcp_server: Server[Any], stdin: Any = None) -> None:
+    """Serve ``mcp_server`` over this process's stdin and stdout until the client leaves.
+
+    ``stdin``, an async iterable of lines, replaces the SDK's reader of fd 0.
+    """
+    async with stdio_server(stdin=stdin) as (read, write):
         try:
             await mcp_server.run(read, write, mcp_server.create_initialization_options())
         finally:
@@ -161,7 +165,8 @@ async def aproxy(command: Sequence[str] = (), *, url: str | None = None,
         gate = Gate(served.table, scope=scope, records=records, store=store)
         mcp_server = proxy_server(upstream, gate, served, name=name, timeout=timeout)
         with _stopping_on_signals(upstream):
-            await serve_upstream(upstream, mcp_server, aserve_stdio)
+            await serve_upstream(upstream, mcp_server,
+                                 lambda served: aserve_stdio(served, stdin_lines()))
 
 
 @contextlib.contextmanager

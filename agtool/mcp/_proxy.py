@@ -21,14 +21,19 @@ after it was restarted, and the decisions are made again on that listing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import secrets
+import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import mcp.types as types
 from mcp.server.lowlevel import Server
 
@@ -47,7 +52,7 @@ from .._reasons import SHOWN_CHARS, shown
 from .._records import CallRecord
 
 __all__ = ["DEFAULT_UPSTREAM_TIMEOUT", "UPSTREAM_TOOL_ERROR", "Served", "Upstream",
-           "UpstreamUnavailable", "gated_table", "proxy_server"]
+           "UpstreamUnavailable", "gated_table", "proxy_server", "serve_upstream", "stdin_lines"]
 
 _log = logging.getLogger("agtool")
 #: Seconds an upstream call may take before it is answered ``timeout``: an upstream
@@ -291,3 +296,45 @@ async def serve_upstream(upstream: Upstream, mcp_server: Server[Any],
     if upstream.gone.is_set():
         raise UpstreamUnavailable(f"the upstream server {upstream.label!r} was lost and "
                                   f"could not be restarted")
+
+
+class _Lines:
+    """Lines of stdin for ``stdio_server``, read by a daemon thread of their own.
+
+    The SDK's reader waits for each line in a worker thread that cannot be
+    cancelled, nor left behind at exit: a proxy whose upstream is lost for good
+    would wait for its client's next line before it could exit.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._receive: Any = None
+
+    def __aiter__(self) -> _Lines:
+        send, self._receive = anyio.create_memory_object_stream[str](math.inf)
+        token = anyio.lowlevel.current_token()
+
+        def read() -> None:
+            try:
+                for line in iter(self._stream.readline, ""):
+                    anyio.from_thread.run_sync(send.send_nowait, line, token=token)
+            except Exception:  # noqa: S110 - the loop is gone, or stdin broke: the lines end
+                pass
+            finally:
+                with contextlib.suppress(Exception):
+                    anyio.from_thread.run_sync(send.close, token=token)
+
+        threading.Thread(target=read, name="agtool-stdin", daemon=True).start()
+        return self
+
+    async def __anext__(self) -> str:
+        try:
+            line: str = await self._receive.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+        return line
+
+
+def stdin_lines() -> Any:
+    """This process's stdin as ``_Lines`` (fd 0 is read, never closed)."""
+    return _Lines(open(0, encoding="utf-8", errors="replace", closefd=False))  # noqa: SIM115

@@ -427,7 +427,13 @@ def _only(pids: set[int]) -> int | None:
 
 
 def _signal(pgid: int, number: int) -> bool:
-    """Send ``number`` to process group ``pgid``; ``False`` once the group is gone."""
+    """Send ``number`` to process group ``pgid``; ``False`` once the group is gone.
+
+    Never to a group whose leader's pid now belongs to a process that is not ours:
+    the leader may have been reaped, and its pid given to someone else.
+    """
+    if not _ours(pgid):
+        return False
     try:
         os.killpg(pgid, number)
     except ProcessLookupError:
@@ -435,3 +441,15 @@ def _signal(pgid: int, number: int) -> bool:
     except PermissionError:  # a member we may not signal: the group is still there
         return True
     return True
+
+
+def _ours(pid: int) -> bool:
+    """Whether ``pid`` is this process's child, or no process at all (only its group is left)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return len(fields) > 1 and fields[1] == str(os.getpid())
