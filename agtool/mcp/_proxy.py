@@ -167,11 +167,14 @@ class Served:
 
 
 def _replace(live: dict[str, Any], new: Mapping[str, Any]) -> None:
-    """Make ``live`` equal ``new`` in place, keeping the entries that did not change."""
-    for name in live.keys() - new.keys():
-        del live[name]
+    """Make ``live`` equal ``new`` in place, in the listing's order, with the same entries
+    where they did not change (a compiled contract stays compiled)."""
+    if list(live) != list(new):
+        live.clear()
+        live.update(new)
+        return
     for name, value in new.items():
-        if live.get(name) is not value:
+        if live[name] is not value:
             live[name] = value
 
 
