@@ -338,3 +338,57 @@ def test_pins_hide_what_differs_from_them_until_it_is_pinned_again(tmp_path: Pat
     assert "whoami" not in listings[0]
     assert "whoami" in listings[-1]
     assert "tool 'whoami' is served again" in (tmp_path / "proxy.err").read_text()
+
+
+# --- A streamable HTTP upstream -----------------------------------------------------------------
+
+HTTP_LAX = """
+import sys
+sys.path.insert(0, sys.argv[2])
+import uvicorn
+from _lax_server import app
+uvicorn.run(app.streamable_http_app(host="127.0.0.1"), host="127.0.0.1", port=int(sys.argv[1]),
+            log_level="warning")
+"""
+
+
+def test_the_proxy_fronts_a_streamable_http_upstream_with_url(tmp_path: Path) -> None:
+    """`--url` reaches the lax server over streamable HTTP: its tools are listed, a good call
+    runs, a coerced one is refused before it runs, and a lost server is told truthfully."""
+    from _ports import free_port, wait_for_port
+
+    port = free_port()
+    server = subprocess.Popen(  # noqa: S603 - this repository's own test server
+        [sys.executable, "-c", HTTP_LAX, str(port), str(ROOT / "tests")],
+        env={**os.environ, "LAX_RUNS": str(tmp_path / "runs.jsonl")},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "agtool._cli", "mcp", "proxy", "--url",
+                                      f"http://127.0.0.1:{port}/mcp", "--restarts", "0"],
+        cwd=str(ROOT), env={"PYTHONPATH": str(ROOT)})
+
+    async def scenario() -> tuple[list[str], list[Any]]:
+        with (tmp_path / "proxy.err").open("w") as err:
+            async with stdio_client(params, errlog=err) as (read, write), ClientSession(
+                    read, write) as session:
+                await session.initialize()
+                names = [tool.name for tool in (await session.list_tools()).tools]
+                results = [await session.call_tool("count_items", {"limit": 2}),
+                           await session.call_tool("count_items", {"limit": True})]
+                server.kill()
+                server.wait(timeout=SCENARIO_TIMEOUT)
+                results.append(await session.call_tool("count_items", {"limit": 3}))
+                return names, results
+
+    try:
+        wait_for_port(port, server, SCENARIO_TIMEOUT)
+        names, (good, coerced, lost) = run(scenario)
+    finally:
+        server.kill()
+        server.wait(timeout=SCENARIO_TIMEOUT)
+    assert "count_items" in names
+    assert good.structured_content == {"limit": 2, "region": "seoul"}
+    assert reason_of(coerced) == "args:type:limit"
+    assert reason_of(lost) == "upstream:connection"
+    runs = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert runs == [{"tool": "count_items", "limit": 2, "region": "seoul"}]
