@@ -29,16 +29,19 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIO_TIMEOUT = 120
 #: How many calls after the crash may fail (a restart takes a moment) before one must work.
 CALLS_AFTER_CRASH = 20
-#: A read each server serves through the proxy, and its arguments (``{state}``: its sandbox).
-READS: dict[str, tuple[str, dict[str, Any]]] = {
-    "time": ("get_current_time", {"timezone": "UTC"}),
-    "git": ("git_status", {"repo_path": "{state}/repo"}),
-    "sqlite": ("list_tables", {}),
-    "filesystem": ("list_allowed_directories", {}),
-    "memory": ("read_graph", {}),
+#: A read each server serves through the proxy, and its arguments for the i-th call
+#: (``{state}``: its sandbox): each call's own, so that no answer comes from the memo.
+READS: dict[str, tuple[str, Callable[[int, Path], dict[str, Any]]]] = {
+    "time": ("get_current_time", lambda i, state: {"timezone": f"Etc/GMT{-(i % 12):+d}"
+                                                   if i % 12 else "UTC"}),
+    "git": ("git_log", lambda i, state: {"repo_path": f"{state}/repo", "max_count": i + 1}),
+    "sqlite": ("read_query", lambda i, state: {"query": f"SELECT {i} AS n"}),
+    "filesystem": ("read_text_file", lambda i, state: {"path": f"{state}/files/hello.txt",
+                                                       "head": i + 1}),
+    "memory": ("search_nodes", lambda i, state: {"query": f"sandbox {i}"}),
 }
 #: Tools named by ``--effect NAME=read`` where a server says nothing of its effects.
-EFFECTS = {"sqlite": ["list_tables=read"]}
+EFFECTS = {"sqlite": ["read_query=read"]}
 
 pytestmark = pytest.mark.slow
 
@@ -126,9 +129,7 @@ def test_the_proxy_in_front_of_a_real_server(server: str, tmp_path: Path,
     state = tmp_path / server / "state"
     direct = listed_directly(StdioServerParameters(command=argv[0], args=argv[1:], env=env,
                                                    cwd=str(cwd)))
-    name, args = READS[server]
-    args = {key: value.format(state=state) if isinstance(value, str) else value
-            for key, value in args.items()}
+    name, args_of = READS[server]
     errlog = tmp_path / "proxy.err"
 
     async def scenario() -> tuple[list[str], list[str]]:
@@ -139,10 +140,11 @@ def test_the_proxy_in_front_of_a_real_server(server: str, tmp_path: Path,
                 served = [tool.name for tool in (await session.list_tools()).tools]
                 if name not in served:
                     return served, []
-                answers = [reason_of(await session.call_tool(name, args))]
+                answers = [reason_of(await session.call_tool(name, args_of(0, state)))]
                 os.kill(upstream_pid(), signal.SIGKILL)
-                for _ in range(CALLS_AFTER_CRASH):
-                    answers.append(reason_of(await session.call_tool(name, args)))
+                for index in range(1, CALLS_AFTER_CRASH + 1):
+                    answers.append(reason_of(await session.call_tool(name,
+                                                                     args_of(index, state))))
                     if answers[-1] == "":
                         break
                     await anyio.sleep(0.25)
