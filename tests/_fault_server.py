@@ -93,8 +93,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if params.name == "note" and text == "hang":
         await anyio.sleep_forever()
     if params.name == "whoami":
-        return _answer({"pid": os.getpid(), "ppid": os.getppid(), "instance": INSTANCE, "env": dict(os.environ),
-                        "fds": _open_files()})
+        return _answer({"pid": os.getpid(), "ppid": os.getppid(), "instance": INSTANCE,
+                        "env": dict(os.environ), "fds": _open_files()})
     if params.name in ("retitle", "grow"):
         if params.name == "retitle":
             STATE["description"] = text

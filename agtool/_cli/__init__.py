@@ -293,13 +293,16 @@ def _upstream_of(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]] |
 
 
 def _mcp_pin(args: argparse.Namespace) -> int:
-    from . import mcp
+    from .. import mcp
 
     upstream = _upstream_of(args)
     if upstream is None:
         return EXIT_ERROR
     _log_to_stderr("mcp pin")
-    pins = mcp.pin(upstream[0], args.pins, **upstream[1])
+    try:
+        pins = mcp.pin(upstream[0], args.pins, **upstream[1])
+    except OSError as exc:
+        raise TableError(f"--pins {args.pins}: {exc}") from None
     print(f"agtool mcp pin: {len(pins)} tools pinned in {args.pins}", file=sys.stderr)
     return 0
 

@@ -54,8 +54,8 @@ from ._proxy import (
     serve_upstream,
     stdin_lines,
 )
-from ._upstream import DEFAULT_RESTARTS
 from ._serve import DEFAULT_STEP, RUN_ID_META, STEP_ID_META, build_server, result_of
+from ._upstream import DEFAULT_RESTARTS
 
 __all__ = [
     "DEFAULT_RESTARTS",

@@ -40,6 +40,8 @@ from mcp.server.lowlevel import Server
 from .._errors import SchemaError
 from .._gate import Gate
 from .._jsonschema import import_tool, tool_definition
+from .._reasons import SHOWN_CHARS, shown
+from .._records import CallRecord
 from ._pins import hidden_by_pins, read_pins, tool_digest
 from ._serve import Forward, build_server
 from ._upstream import (
@@ -48,8 +50,6 @@ from ._upstream import (
     UpstreamUnavailable,
     cause_of,
 )
-from .._reasons import SHOWN_CHARS, shown
-from .._records import CallRecord
 
 __all__ = ["DEFAULT_UPSTREAM_TIMEOUT", "UPSTREAM_TOOL_ERROR", "Served", "Upstream",
            "UpstreamUnavailable", "gated_table", "proxy_server", "serve_upstream", "stdin_lines"]
@@ -340,4 +340,4 @@ class _Lines:
 
 def stdin_lines() -> Any:
     """This process's stdin as ``_Lines`` (fd 0 is read, never closed)."""
-    return _Lines(open(0, encoding="utf-8", errors="replace", closefd=False))  # noqa: SIM115
+    return _Lines(open(0, encoding="utf-8", errors="replace", closefd=False))

@@ -270,7 +270,8 @@ def proxy_scenario(tmp_path: Path, *options: str,
     """
     errlog = tmp_path / "proxy.err"
     params = agtool_params("mcp", "proxy", "--records", str(tmp_path / "records.jsonl"),
-                           "--env", "LAX_RUNS", *options, "--", sys.executable, str(ROOT / "tests" / "_lax_server.py"),
+                           "--env", "LAX_RUNS", *options, "--", sys.executable,
+                           str(ROOT / "tests" / "_lax_server.py"),
                            LAX_RUNS=str(tmp_path / "runs.jsonl"))
 
     async def scenario() -> tuple[Any, list[Any]]:

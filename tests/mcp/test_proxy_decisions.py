@@ -197,7 +197,8 @@ def test_a_write_whose_upstream_connection_was_lost_is_left_unknown(tmp_path: Pa
     store = SqliteStore(str(tmp_path / "writes.db"))
 
     async def lost(**args: Any) -> Any:
-        raise Upstream(["never-started"])._mapped(None, "note", MCPError(-32000, "Connection closed"))  # type: ignore[arg-type]
+        lost_connection = MCPError(-32000, "Connection closed")
+        raise Upstream(["never-started"])._mapped(None, "note", lost_connection)  # type: ignore[arg-type]
 
     gate = Gate({"note": {"fn": lost, "args": {"text": {"type": "str"}},
                           "returns": {"noted": {"type": "str"}}, "effect": "write",

@@ -249,7 +249,7 @@ def test_the_upstream_gets_the_sdks_safe_environment_and_what_env_names_only(
     its key file are not open in the upstream."""
     store = tmp_path / "writes.db"
     params = proxy_params(tmp_path, *WRITES, "--store", str(store), "--env", "PASSED_ON",
-                          AGTOOL_SECRET="s" * 32, CLOUD_TOKEN="tok-123", PASSED_ON="yes")
+                          AGTOOL_SECRET="s" * 32, CLOUD_TOKEN="tok-123", PASSED_ON="yes")  # noqa: S106 - a canary
     (note, who) = calls_through(params, tmp_path / "proxy.err",
                                 [("note", {"text": "x"}), ("whoami", {"nonce": "1"})])
     assert note.is_error is False
@@ -322,7 +322,7 @@ def test_pins_hide_what_differs_from_them_until_it_is_pinned_again(tmp_path: Pat
     assert set(json.loads(pins.read_text())["tools"]) == {"note", "whoami", "retitle", "grow"}
     changed = proxy_params(tmp_path, "--pins", str(pins), "--env", "FAULT_DESCRIPTION",
                            FAULT_DESCRIPTION="Changed.")
-    listings, results = listed_names(changed, tmp_path / "proxy.err", [("grow", {})])
+    listings, _ = listed_names(changed, tmp_path / "proxy.err", [("grow", {})])
     assert listings[0] == ["note", "retitle", "grow"]  # whoami differs from its pin at start
     assert "late" not in listings[-1]  # listed after list_changed, and not pinned
     err = (tmp_path / "proxy.err").read_text()

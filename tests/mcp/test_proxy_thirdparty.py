@@ -22,8 +22,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
-
-from thirdparty.fixture import Started, thirdparty_server  # noqa: F401 - a fixture
+from thirdparty.fixture import sandboxed_server
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO_TIMEOUT = 120
@@ -119,13 +118,11 @@ def bounded(scenario: Callable[[], Any]) -> Any:
 
 
 @pytest.mark.parametrize("server", sorted(READS))
-def test_the_proxy_in_front_of_a_real_server(server: str, tmp_path: Path,
-                                             thirdparty_server: Callable[[str], Started]
-                                             ) -> None:
+def test_the_proxy_in_front_of_a_real_server(server: str, tmp_path: Path) -> None:
     """Served and hidden add up to what the server lists, every hidden tool has its reason
     on stderr, and after the server is killed every call is answered and a later one
     reaches a restarted server."""
-    argv, env, cwd = thirdparty_server(server)
+    argv, env, cwd = sandboxed_server(server, tmp_path)
     state = tmp_path / server / "state"
     direct = listed_directly(StdioServerParameters(command=argv[0], args=argv[1:], env=env,
                                                    cwd=str(cwd)))
