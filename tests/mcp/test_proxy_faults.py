@@ -133,6 +133,43 @@ def test_a_read_after_the_upstream_died_while_idle_reaches_the_restarted_one(
     assert second.structured_content["instance"] != first.structured_content["instance"]
 
 
+def test_a_write_whose_upstream_hangs_is_unknown_and_a_blocked_upstream_is_restarted(
+        tmp_path: Path) -> None:
+    """The upstream blocks in a write (it reads nothing any more): the call is answered
+    `timeout` after --timeout, its key is left unknown (listed, and the retry told so),
+    the upstream fails the ping that follows and is restarted, and a later read reaches
+    the new process."""
+    store = tmp_path / "writes.db"
+    params = proxy_params(tmp_path, *WRITES, "--store", str(store), "--timeout", "2")
+
+    async def scenario() -> tuple[Any, Any, Any, list[Any]]:
+        with (tmp_path / "proxy.err").open("w") as err:
+            async with stdio_client(params, errlog=err) as (read, write), ClientSession(
+                    read, write) as session:
+                await session.initialize()
+                first = await session.call_tool("whoami", {"nonce": "0"})
+                hung = await session.call_tool("note", {"text": "block"})
+                retried = await session.call_tool("note", {"text": "block"})
+                later = []
+                for index in range(1, 30):  # each one answered within --timeout
+                    later.append(await session.call_tool("whoami", {"nonce": str(index)}))
+                    if not later[-1].is_error:
+                        break
+                return first, hung, retried, later
+
+    first, hung, retried, later = run(scenario)
+    assert reason_of(hung) == "timeout"
+    assert reason_of(retried) == "write:unknown"
+    assert later[-1].is_error is False, [reason_of(result) for result in later]
+    assert later[-1].structured_content["instance"] != first.structured_content["instance"]
+    assert all(reason_of(result) in ("timeout", "upstream:connection") for result in later[:-1])
+    listed = cli("writes", "list", "--json", "--store", str(store))
+    assert [json.loads(line)["state"] for line in listed.stdout.splitlines()] == ["unknown"]
+    assert "does not answer a ping" in (tmp_path / "proxy.err").read_text()
+    assert [run["args"].get("text") for run in fault_runs(tmp_path)
+            if run["tool"] == "note"] == ["block"]
+
+
 def jsonrpc_lines(*calls: tuple[str, dict[str, Any]]) -> bytes:
     requests: list[dict[str, Any]] = [
         {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
