@@ -8,7 +8,7 @@ Over stdio, the client starts it directly, or starts ``agtool mcp proxy -- pytho
 bench/_mcp_upstream_server.py``. Over HTTP, one server runs at a loopback port, and the
 client reaches it directly, or through ``agtool mcp proxy --url`` (the proxy's client side is
 stdio either way). Each call has arguments of its own, so the proxy's gate never answers
-from its memo. ``CONCURRENCY`` calls are in flight at a time, on one session.
+from its memo. ``--concurrency`` calls (4) are in flight at a time, on one session.
 
 The client sends ``tools/call`` without the SDK client's own check of the result against
 the output schema (``ClientSession.send_request``): that check costs the same on both
@@ -38,7 +38,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = str(ROOT / "bench" / "_mcp_upstream_server.py")
-CONCURRENCY = 4
+#: Calls in flight at a time, on one session (``--concurrency``).
+IN_FLIGHT = [4]
 TARGET = 0.6
 
 
@@ -56,7 +57,7 @@ def stdio_params(proxied: bool, url: str | None = None) -> StdioServerParameters
 
 
 async def calls_per_second(session: ClientSession, seconds: float) -> float:
-    """Calls answered per second, ``CONCURRENCY`` at a time, each with its own arguments."""
+    """Calls answered per second, ``IN_FLIGHT`` at a time, each with its own arguments."""
     done = 0
     end = time.perf_counter() + seconds
 
@@ -74,7 +75,7 @@ async def calls_per_second(session: ClientSession, seconds: float) -> float:
 
     started = time.perf_counter()
     async with anyio.create_task_group() as group:
-        for index in range(CONCURRENCY):
+        for index in range(IN_FLIGHT[0]):
             group.start_soon(worker, index)
     return done / (time.perf_counter() - started)
 
@@ -121,29 +122,38 @@ def http_server() -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("the bench's HTTP server did not start")
 
 
-def bench(rounds: int, seconds: float, http: bool = True) -> dict[str, Any]:
-    ratios: dict[str, list[float]] = {"stdio": [], "http": []}
-    rates: dict[str, list[tuple[float, float]]] = {"stdio": [], "http": []}
+def bench(rounds: int, seconds: float, http: bool = True,
+          roots: tuple[str, ...] = (str(ROOT),)) -> dict[str, Any]:
+    """Per transport and per proxy checkout: the median ratio, each round's, and the rates."""
+    ratios: dict[str, list[float]] = {}
+    rates: dict[str, list[tuple[float, float]]] = {}
+
+    def record(label: str, direct: float, proxied: float) -> None:
+        ratios.setdefault(label, []).append(proxied / direct)
+        rates.setdefault(label, []).append((direct, proxied))
+
     server, url = http_server()
     try:
         for _ in range(rounds):
             direct = anyio.run(measure_stdio, stdio_params(False), seconds)
-            proxied = anyio.run(measure_stdio, stdio_params(True), seconds)
-            rates["stdio"].append((direct, proxied))
-            ratios["stdio"].append(proxied / direct)
+            for root in roots:
+                PROXY_ROOT[0] = root
+                record(f"stdio {root}", direct, anyio.run(measure_stdio, stdio_params(True),
+                                                         seconds))
             if not http:
                 continue
             direct = anyio.run(measure_http, url, seconds)
-            proxied = anyio.run(measure_stdio, stdio_params(True, url), seconds)
-            rates["http"].append((direct, proxied))
-            ratios["http"].append(proxied / direct)
+            for root in roots:
+                PROXY_ROOT[0] = root
+                record(f"http {root}", direct, anyio.run(measure_stdio,
+                                                        stdio_params(True, url), seconds))
     finally:
         server.terminate()
         server.wait(timeout=30)
-    return {transport: {"median_ratio": statistics.median(values),
-                        "ratios": [round(value, 3) for value in values],
-                        "calls_per_second": [(round(d), round(p)) for d, p in rates[transport]]}
-            for transport, values in ratios.items() if values}
+    return {label: {"median_ratio": statistics.median(values),
+                    "ratios": [round(value, 3) for value in values],
+                    "calls_per_second": [(round(d), round(p)) for d, p in rates[label]]}
+            for label, values in ratios.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,17 +162,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--strict", action="store_true", help="exit 1 below the target")
-    parser.add_argument("--root", help="measure the proxy of this checkout instead")
+    parser.add_argument("--root", action="append", default=[],
+                        help="measure the proxy of this checkout (repeatable: side by side, "
+                        "main's and this one's, say); default this checkout")
+    parser.add_argument("--concurrency", type=int, default=IN_FLIGHT[0],
+                        help=f"calls in flight at a time (default {IN_FLIGHT[0]})")
     parser.add_argument("--stdio-only", action="store_true",
                         help="skip HTTP (a proxy without --url)")
     args = parser.parse_args(argv)
-    if args.root:
-        PROXY_ROOT[0] = os.path.abspath(args.root)
-    figures = bench(args.rounds, args.seconds, http=not args.stdio_only)
+    IN_FLIGHT[0] = args.concurrency
+    roots = tuple(os.path.abspath(root) for root in args.root) or (str(ROOT),)
+    figures = bench(args.rounds, args.seconds, http=not args.stdio_only, roots=roots)
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
-        print("| transport | direct calls/s | proxied calls/s | proxied / direct (median) |")
+        print(f"{IN_FLIGHT[0]} calls in flight, {args.rounds} rounds of {args.seconds} s")
+        print("| transport, proxy | direct calls/s | proxied calls/s | proxied / direct (median) |")
         print("|---|---:|---:|---:|")
         for transport, figure in figures.items():
             direct = statistics.median(d for d, _ in figure["calls_per_second"])

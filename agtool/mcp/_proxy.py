@@ -21,13 +21,14 @@ after it was restarted, and the decisions are made again on that listing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
 import secrets
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -315,17 +316,17 @@ class _Lines:
 
     def __aiter__(self) -> _Lines:
         send, self._receive = anyio.create_memory_object_stream[str](math.inf)
-        token = anyio.lowlevel.current_token()
+        hand_over = _handing_over()
 
         def read() -> None:
             try:
                 for line in iter(self._stream.readline, ""):
-                    anyio.from_thread.run_sync(send.send_nowait, line, token=token)
+                    hand_over(send.send_nowait, line)
             except Exception:  # noqa: S110 - the loop is gone, or stdin broke: the lines end
                 pass
             finally:
                 with contextlib.suppress(Exception):
-                    anyio.from_thread.run_sync(send.close, token=token)
+                    hand_over(send.close)
 
         threading.Thread(target=read, name="agtool-stdin", daemon=True).start()
         return self
@@ -336,6 +337,16 @@ class _Lines:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
         return line
+
+
+def _handing_over() -> Callable[..., object]:
+    """How a thread hands a call to this event loop: without waiting for it where it can."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # another event loop (trio): anyio's round trip
+        token = anyio.lowlevel.current_token()
+        return lambda function, *args: anyio.from_thread.run_sync(function, *args, token=token)
+    return loop.call_soon_threadsafe
 
 
 def stdin_lines() -> Any:
