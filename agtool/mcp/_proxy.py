@@ -115,7 +115,7 @@ class Served:
                 continue
             (forwarded if isinstance(admitted, tuple) else table)[name] = admitted  # type: ignore[assignment]
             digests[name] = digest
-        self._say(hidden)
+        self._say(hidden, {tool.name for tool in listed})
         _replace(self.table, table)
         _replace(self.forwarded, forwarded)
         self.hidden, self._digests = hidden, digests
@@ -159,12 +159,14 @@ class Served:
                                          self.timeout, self.records)
         return forward
 
-    def _say(self, hidden: Mapping[str, str]) -> None:
+    def _say(self, hidden: Mapping[str, str], listed: Collection[str]) -> None:
+        """Each change of what is hidden, once: a tool hidden anew, or served again."""
         for name, why in hidden.items():
             if self.hidden.get(name) != why:
                 _log.warning("tool %r is hidden: %s", shown(name), why)
         for name in self.hidden.keys() - hidden.keys():
-            _log.warning("tool %r is served again", shown(name))
+            if name in listed:
+                _log.warning("tool %r is served again", shown(name))
 
 
 def _replace(live: dict[str, Any], new: Mapping[str, Any]) -> None:
@@ -196,9 +198,12 @@ def _gated_entry(upstream: Upstream, tool: types.Tool, index: int,
     """The contract entry of one upstream tool; ``SchemaError`` if it cannot be enforced."""
     listing = {key: value for key, value in tool.model_dump(
         by_alias=True, exclude_none=True, mode="json").items() if key in _LISTED_KEYS}
+    # Imported under the name it is served as, so that every line the import says about it
+    # is one line of at most a few dozen characters of its name; the body calls the real one.
+    listing["name"] = shown(tool.name)
     definition = tool_definition(listing, "upstream", f"/tools/{index}")
     entry = import_tool(definition, upstream.body(tool.name), effect, "upstream")
-    _mark_sensitive(entry, tool.name, sensitive)
+    _mark_sensitive(entry, listing["name"], sensitive)
     if timeout is not None and entry.get("effect") != "read":
         # A write's body gives up by itself: its outcome is then marked unknown at once,
         # where past the gate's own timeout it would run on, in progress, for ever.

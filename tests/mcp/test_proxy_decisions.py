@@ -74,7 +74,8 @@ def test_names_are_served_escaped_and_capped_and_a_name_taken_twice_is_hidden(
     caplog.set_level(logging.WARNING, "agtool")
     long = "x" * 10_000
     view = served()
-    view.admit([tool("line\nbreak"), tool(long), tool("line\\nbreak")])
+    view.admit([tool("line\nbreak"), tool(long), tool("line\\nbreak"),
+                tool(long + "\n", **UNENFORCEABLE)])
     names = list(view.table)
     assert names[0] == "line\\nbreak"
     assert len(names[1]) < SHOWN_CHARS + 16
