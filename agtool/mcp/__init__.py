@@ -53,6 +53,7 @@ from ._proxy import (
     proxy_server,
     serve_upstream,
     stdin_lines,
+    stdout_lines,
 )
 from ._serve import DEFAULT_STEP, RUN_ID_META, STEP_ID_META, build_server, result_of
 from ._upstream import DEFAULT_RESTARTS
@@ -100,12 +101,13 @@ def server(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *, name: str =
     return build_server(_gate_of(gate_or_table, gate_options), name=name)
 
 
-async def aserve_stdio(mcp_server: Server[Any], stdin: Any = None) -> None:
+async def aserve_stdio(mcp_server: Server[Any], stdin: Any = None, stdout: Any = None) -> None:
     """Serve ``mcp_server`` over this process's stdin and stdout until the client leaves.
 
-    ``stdin``, an async iterable of lines, replaces the SDK's reader of fd 0.
+    ``stdin`` (an async iterable of lines) and ``stdout`` (async ``write`` and
+    ``flush``) replace the SDK's own reader of fd 0 and writer of fd 1.
     """
-    async with stdio_server(stdin=stdin) as (read, write):
+    async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
         try:
             await mcp_server.run(read, write, mcp_server.create_initialization_options())
         finally:
@@ -164,9 +166,9 @@ async def aproxy(command: Sequence[str] = (), *, url: str | None = None,
         upstream.on_listing = served.admit
         gate = Gate(served.table, scope=scope, records=records, store=store)
         mcp_server = proxy_server(upstream, gate, served, name=name, timeout=timeout)
-        with _stopping_on_signals(upstream):
+        with _stopping_on_signals(upstream), stdout_lines() as stdout:
             await serve_upstream(upstream, mcp_server,
-                                 lambda served: aserve_stdio(served, stdin_lines()))
+                                 lambda served: aserve_stdio(served, stdin_lines(), stdout))
 
 
 @contextlib.contextmanager

@@ -25,10 +25,11 @@ import asyncio
 import contextlib
 import logging
 import math
+import queue
 import secrets
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +54,8 @@ from ._upstream import (
 )
 
 __all__ = ["DEFAULT_UPSTREAM_TIMEOUT", "UPSTREAM_TOOL_ERROR", "Served", "Upstream",
-           "UpstreamUnavailable", "gated_table", "proxy_server", "serve_upstream", "stdin_lines"]
+           "UpstreamUnavailable", "gated_table", "proxy_server", "serve_upstream", "stdin_lines",
+           "stdout_lines"]
 
 _log = logging.getLogger("agtool")
 #: Seconds an upstream call may take before it is answered ``timeout``: an upstream
@@ -357,3 +359,49 @@ def _handing_over() -> Callable[..., object]:
 def stdin_lines() -> Any:
     """This process's stdin as ``_Lines`` (fd 0 is read, never closed)."""
     return _Lines(open(0, encoding="utf-8", errors="replace", closefd=False))
+
+
+class _Output:
+    """stdout for ``stdio_server``: each message handed to a daemon thread, never waited on.
+
+    The SDK's writer waits for a worker thread twice per message (write, flush):
+    a proxy pays that on every answer. Here the event loop only queues the text;
+    the thread writes it, and flushes whenever nothing else is waiting.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._write_all, name="agtool-stdout",
+                                        daemon=True)
+        self._thread.start()
+
+    async def write(self, text: str) -> None:
+        self._queue.put(text)
+
+    async def flush(self) -> None:
+        """Nothing to wait for: the thread flushes as soon as its queue is empty."""
+
+    def _write_all(self) -> None:
+        try:
+            while (text := self._queue.get()) is not None:
+                self._stream.write(text)
+                if self._queue.empty():
+                    self._stream.flush()
+        except (OSError, ValueError):  # the client closed its end: nothing more can reach it
+            return
+
+    def close(self, timeout: float) -> None:
+        """Write what is queued (waiting at most ``timeout`` seconds), then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+
+@contextlib.contextmanager
+def stdout_lines(timeout: float = 2.0) -> Iterator[_Output]:
+    """This process's stdout as ``_Output``, flushed when the block ends (fd 1 never closed)."""
+    output = _Output(open(1, "w", encoding="utf-8", closefd=False))  # noqa: SIM115
+    try:
+        yield output
+    finally:
+        output.close(timeout)
