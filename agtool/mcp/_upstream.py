@@ -181,8 +181,8 @@ class Upstream:
                     if first:
                         first = False
                         task_status.started()
-                    elif self.on_listing is not None:
-                        self.on_listing(tools)
+                    else:
+                        self._tell(tools)
                     self._publish(session)
                     await self._lost.wait()
             except Exception as exc:
@@ -257,8 +257,17 @@ class Upstream:
             return
         if session is self.session:
             self.listed = tools
-            if self.on_listing is not None:
-                self.on_listing(tools)
+            self._tell(tools)
+
+    def _tell(self, tools: list[types.Tool]) -> None:
+        """Hand a new listing to ``on_listing``; what it raises is said, and breaks nothing."""
+        if self.on_listing is None:
+            return
+        try:
+            self.on_listing(tools)
+        except Exception:
+            _log.exception("the listing of the upstream server %r could not be taken in",
+                           self.label)
 
     async def tools(self) -> list[types.Tool]:
         """Every tool the upstream lists now; ``UpstreamUnavailable`` if it cannot say."""
