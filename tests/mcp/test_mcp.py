@@ -367,6 +367,11 @@ def test_without_the_mcp_extra_the_import_error_names_it(monkeypatch: pytest.Mon
 @pytest.mark.parametrize(("argv", "word"), [
     pytest.param(["mcp", "proxy"], "command after --", id="no-upstream"),
     pytest.param(["mcp", "proxy", "--"], "command after --", id="empty-upstream"),
+    pytest.param(["mcp", "proxy", "--url", "http://127.0.0.1:9/mcp", "--", "x"], "not both",
+                 id="url-and-command"),
+    pytest.param(["mcp", "pin", "--pins", "pins.json"], "command after --", id="pin-nothing"),
+    pytest.param(["mcp", "proxy", "--env", "AGTOOL_SECRET", "--", "x"], "never handed",
+                 id="env-secret"),
     pytest.param(["mcp", "proxy", "--effect", "count_items", "--", "x"], "NAME=VALUE",
                  id="effect-without-value"),
     pytest.param(["mcp", "proxy", "--sensitive", "count_items", "--", "x"], "NAME.VALUE",
