@@ -27,12 +27,13 @@ from thirdparty.fixture import sandboxed_server
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO_TIMEOUT = 120
 #: How many calls after the crash may fail (a restart takes a moment) before one must work.
-CALLS_AFTER_CRASH = 20
+CALLS_AFTER_CRASH = 20  # at most len(ZONES) - 1
+#: One time zone for each call of the time server's trial, none twice.
+ZONES = ["UTC", *(f"Etc/GMT{offset:+d}" for offset in range(-12, 13) if offset)]
 #: A read each server serves through the proxy, and its arguments for the i-th call
 #: (``{state}``: its sandbox): each call's own, so that no answer comes from the memo.
 READS: dict[str, tuple[str, Callable[[int, Path], dict[str, Any]]]] = {
-    "time": ("get_current_time", lambda i, state: {"timezone": f"Etc/GMT{-(i % 12):+d}"
-                                                   if i % 12 else "UTC"}),
+    "time": ("get_current_time", lambda i, state: {"timezone": ZONES[i]}),
     "git": ("git_log", lambda i, state: {"repo_path": f"{state}/repo", "max_count": i + 1}),
     "sqlite": ("read_query", lambda i, state: {"query": f"SELECT {i} AS n"}),
     "filesystem": ("read_text_file", lambda i, state: {"path": f"{state}/files/hello.txt",
