@@ -39,6 +39,7 @@ import anyio
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+from .._errors import UpstreamUnavailable
 from .._gate import DEFAULT_SCOPE, Gate
 from .._jsonschema import IMPORTED_EFFECTS, mcp_annotations
 from .._records import RecordSink
@@ -49,7 +50,6 @@ from ._proxy import (
     UPSTREAM_TOOL_ERROR,
     Served,
     Upstream,
-    UpstreamUnavailable,
     proxy_server,
     serve_upstream,
     stdin_lines,

@@ -46,7 +46,7 @@ from anyio.abc import ObjectReceiveStream, TaskStatus
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from .._errors import AgtoolError, UpstreamError
+from .._errors import UpstreamError, UpstreamUnavailable
 from .._keys import ENV_SECRET
 
 __all__ = ["DEFAULT_RESTARTS", "RESTART_WINDOW", "UPSTREAM_TOOL_ERROR", "Upstream",
@@ -68,10 +68,6 @@ _STOP_GRACE = 1.0
 _CONNECTION_CLOSED = -32000
 _REQUEST_TIMEOUT = -32001
 _INTERNAL_ERROR = -32603
-
-
-class UpstreamUnavailable(AgtoolError, ConnectionError):
-    """The upstream server did not start, did not list its tools, or was lost for good."""
 
 
 def upstream_environment(names: Collection[str]) -> dict[str, str]:
