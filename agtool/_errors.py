@@ -66,7 +66,8 @@ class TableError(AgtoolError, ValueError):
 
 
 class UpstreamUnavailable(AgtoolError, ConnectionError):
-    """The upstream server did not start, or did not list its tools: there is nothing to serve."""
+    """The upstream server did not start, did not list its tools, or was lost and could not be
+    restarted: there is nothing to serve."""
 
 
 class ServerGone(AgtoolError, ConnectionError):

@@ -159,9 +159,17 @@ def _add_mcp(commands: Any) -> None:
     _add_gate_options(serve)
     serve.set_defaults(run=_mcp_serve)
     proxy = actions.add_parser(
-        "proxy", help="put a gate in front of an MCP server started as CMD ARGS...",
-        description="Start CMD as a stdio MCP server and serve its tools over stdio through "
-        "a gate built from its own schemas and annotations.")
+        "proxy", help="put a gate in front of an MCP server started as CMD ARGS... (or at --url)",
+        description="Start CMD as a stdio MCP server (or reach one over streamable HTTP at "
+        "--url) and serve its tools over stdio through a gate built from its own schemas and "
+        "annotations.")
+    _add_upstream_options(proxy)
+    proxy.add_argument("--pins", metavar="FILE",
+                       help="serve only the tools pinned in FILE as they were pinned "
+                       "(`agtool mcp pin`); read again whenever the upstream's tools change")
+    proxy.add_argument("--restarts", type=_count, default=None, metavar="N",
+                       help="restart a lost upstream at most N times a minute, then exit "
+                       "(default 5; 0: exit at the first loss)")
     proxy.add_argument("--trust-tool", action="append", default=[], metavar="NAME",
                        help="pass NAME through ungated (logged); repeatable")
     proxy.add_argument("--effect", action="append", default=[], metavar="NAME=EFFECT",
@@ -176,6 +184,24 @@ def _add_mcp(commands: Any) -> None:
     proxy.add_argument("upstream", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
                        help="the upstream server's command")
     proxy.set_defaults(run=_mcp_proxy)
+    pin = actions.add_parser(
+        "pin", help="pin the tools an MCP server lists now, for `agtool mcp proxy --pins`",
+        description="Start CMD (or reach --url), and write a digest of each listed tool's "
+        "name, description, schemas and annotations to FILE, replacing what it held.")
+    _add_upstream_options(pin)
+    pin.add_argument("--pins", required=True, metavar="FILE")
+    pin.add_argument("upstream", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+                     help="the upstream server's command")
+    pin.set_defaults(run=_mcp_pin)
+
+
+def _add_upstream_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", metavar="URL",
+                        help="a streamable HTTP MCP server (http://127.0.0.1:9000/mcp) instead "
+                        "of CMD")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME",
+                        help="hand the environment variable NAME to the upstream, beside the "
+                        "MCP SDK's default safe set (never AGTOOL_SECRET); repeatable")
 
 
 def _add_gate_options(parser: argparse.ArgumentParser) -> None:
@@ -193,6 +219,13 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535)")
     return port
+
+
+def _count(text: str) -> int:
+    count = int(text)
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{count} is not a count (0 or more)")
+    return count
 
 
 def _seconds(text: str) -> float:
@@ -245,21 +278,52 @@ def _mcp_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _upstream_of(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]] | None:
+    """The upstream's command and options, or ``None`` (said on stderr) when there is none."""
+    command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
+    if bool(command) == bool(args.url):
+        print("agtool mcp: give the upstream server's command after --, or --url, not both",
+              file=sys.stderr)
+        return None
+    if "AGTOOL_SECRET" in args.env:
+        print("agtool mcp: --env AGTOOL_SECRET: the gate's secret is never handed to the "
+              "upstream server", file=sys.stderr)
+        return None
+    return command, {"url": args.url, "env": args.env}
+
+
+def _mcp_pin(args: argparse.Namespace) -> int:
+    from .. import mcp
+
+    upstream = _upstream_of(args)
+    if upstream is None:
+        return EXIT_ERROR
+    _log_to_stderr("mcp pin")
+    try:
+        pins = mcp.pin(upstream[0], args.pins, **upstream[1])
+    except OSError as exc:
+        raise TableError(f"--pins {args.pins}: {exc}") from None
+    print(f"agtool mcp pin: {len(pins)} tools pinned in {args.pins}", file=sys.stderr)
+    return 0
+
+
 def _mcp_proxy(args: argparse.Namespace) -> int:
     from .. import mcp
 
-    command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
-    if not command:
-        print("agtool mcp: give the upstream server's command after --", file=sys.stderr)
+    upstream = _upstream_of(args)
+    if upstream is None:
         return EXIT_ERROR
+    command, upstream_options = upstream
     effects = dict(_pair(item, "=", "--effect") for item in args.effect)
     sensitive: dict[str, list[str]] = {}
     for item in args.sensitive:
         tool, field = _pair(item, ".", "--sensitive")
         sensitive.setdefault(tool, []).append(field)
     timeout = mcp.DEFAULT_UPSTREAM_TIMEOUT if args.timeout is None else args.timeout
+    restarts = mcp.DEFAULT_RESTARTS if args.restarts is None else args.restarts
     mcp.proxy(command, trust_tools=args.trust_tool, effects=effects, sensitive=sensitive,
-              timeout=timeout, **_gate_options(args))
+              timeout=timeout, pins=args.pins, restarts=restarts, **upstream_options,
+              **_gate_options(args))
     return 0
 
 
