@@ -41,6 +41,12 @@ REPRODUCE_OPTION = "agtool_reproduce"
 MARKER = "agtool"
 MCP_OPTION = "agtool_mcp"
 WRITES_OPTION = "agtool_allow_writes"
+ALLOW_TOOL_OPTION = "agtool_allow_tool"
+ENV_OPTION = "agtool_env"
+EXAMPLES_OPTION = "agtool_examples"
+ITEM_OPTION = "agtool_item"
+TIMEOUT_OPTION = "agtool_timeout"
+STRICT_OPTION = "agtool_strict"
 _SEED = pytest.StashKey[int]()
 #: Where an xdist worker finds the seed its controller chose.
 _SEED_INPUT = "agtool_seed"
@@ -112,6 +118,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with --agtool-mcp, also call the tools that may write (no readOnlyHint: true); "
              "without it their items are skipped",
     )
+    group.addoption(
+        "--agtool-allow-tool", dest=ALLOW_TOOL_OPTION, action="append", default=[],
+        metavar="NAME", help="with --agtool-mcp, also call this tool though it may write "
+                             "(repeatable): one known to be safe",
+    )
+    group.addoption(
+        "--agtool-env", dest=ENV_OPTION, action="append", default=[], metavar="NAME[=VALUE]",
+        help="with --agtool-mcp, pass this variable to the server (repeatable); it gets only "
+             "the MCP SDK's safe environment otherwise",
+    )
+    group.addoption(
+        "--agtool-examples", dest=EXAMPLES_OPTION, default=None, metavar="FILE",
+        help="with --agtool-mcp, calls that should succeed: a JSON object of tool name -> list "
+             "of argument objects",
+    )
+    group.addoption(
+        "--agtool-item", dest=ITEM_OPTION, action="append", default=[], metavar="TOOL::LABEL",
+        help="with --agtool-mcp, run only this item, named exactly (repeatable)",
+    )
+    group.addoption(
+        "--agtool-timeout", dest=TIMEOUT_OPTION, default=None, metavar="[TOOL=]SECONDS",
+        action="append", help="with --agtool-mcp, the seconds a call may take (per tool with "
+                              "TOOL=SECONDS; repeatable)",
+    )
+    group.addoption(
+        "--agtool-strict", dest=STRICT_OPTION, action="store_true", default=False,
+        help="with --agtool-mcp, a warning fails its item",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -172,6 +206,8 @@ class _Summary:
         for key in ("examples", "failures", "seed"):
             if key in properties:
                 line[key] = properties[key]
+        if "verdict" in info:  # an MCP item's own verdict: warned and inconclusive too
+            line["verdict"] = info["verdict"]
         if report.failed:
             line["outcome"] = "failed" if report.when == "call" else "error"
             line["failures"] = max(1, int(line["failures"] or 0))
