@@ -278,8 +278,10 @@ def _show(value: Any) -> str:
 
 
 def _excerpt(text: str, limit: int = 160) -> str:
-    text = one_line(text.strip())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    """The start of a server's text, quoted as JSON on one line."""
+    text = text.strip()
+    return one_line(json.dumps(text if len(text) <= limit else text[:limit - 3] + "...",
+                               ensure_ascii=False))
 
 
 def _wire(args: Any) -> Any:
@@ -438,10 +440,10 @@ class _Checks:
         _event("refusal not pinned")
         if not self.unpinned:
             self.unpinned = (
-                f"{call} was refused ({_excerpt(answer.text)!r}), but the refusal cannot be "
+                f"{call} was refused ({_excerpt(answer.text)}), but the refusal cannot be "
                 f"pinned on the {planted}: the same call without it, "
                 f"{self.name}({_show(base_wire)}), was refused too "
-                f"({_excerpt(after.text)!r}), and the error names no "
+                f"({_excerpt(after.text)}), and the error names no "
                 f"{' or '.join(map(repr, names))}")
 
     def _accepted_defect(self, kind: str, call: str, answer: Answer, planted: str,
@@ -457,7 +459,7 @@ class _Checks:
         if answer.error_as_success:
             raise AssertionError(
                 f"tool {self.name!r} answered an error as a success: {call} got isError false "
-                f"with {_excerpt(answer.text)!r}; {planted}; jsonschema on the server's "
+                f"with {_excerpt(answer.text)}; {planted}; jsonschema on the server's "
                 f"inputSchema: {schema}")
         raise AssertionError(
             f"tool {self.name!r} accepted a call its own inputSchema refuses: {call} answered "
@@ -493,7 +495,7 @@ class _Checks:
         if answer.error_as_success:
             self.warn("error as success", (
                 f"tool {self.name!r} answered {call} with what reads as an error, with isError "
-                f"false: {_excerpt(answer.text)!r}; an error should be answered isError: true"))
+                f"false: {_excerpt(answer.text)}; an error should be answered isError: true"))
             return
         self._check_result(call, answer)
         self.accepted += 1
@@ -512,16 +514,16 @@ class _Checks:
         said = _excerpt(answer.reason or answer.text)
         if given:
             return (f"tool {self.name!r} refused {call}, a call given as known-good "
-                    f"(--examples): {said!r}")
+                    f"(--examples): {said}")
         if base is not None and varied:
             properties = self.tool.listing.input_schema.get("properties") or {}
             kind = (properties.get(varied) or {}).get("type")
             tighten = _TIGHTEN.get(kind if isinstance(kind, str) else "", "enum or const")
             return (f"your schema admits {_show(wire.get(varied))} for {varied!r} of tool "
-                    f"{self.name!r}; the server refuses it: {call} answered {said!r}, where "
+                    f"{self.name!r}; the server refuses it: {call} answered {said}, where "
                     f"{self.name}({_show(base)}) was accepted; tighten the schema of "
                     f"{varied!r} with {tighten}")
-        return (f"tool {self.name!r} refused what its schema admits: {call} answered {said!r}; "
+        return (f"tool {self.name!r} refused what its schema admits: {call} answered {said}; "
                 f"tighten the schema, or give a call that succeeds with --examples FILE")
 
     def _check_result(self, call: str, answer: Answer) -> None:

@@ -75,8 +75,8 @@ def errors_as_successes() -> Server[Any]:
 
     async def handler(name: str, args: dict[str, Any]) -> types.CallToolResult:
         problem = _invalid(lookup, args)
-        if problem:  # the defect: an error, said as a success
-            return _text(f"Error: invalid arguments: {problem}")
+        if problem:  # the defect: an error, said as a success (over two lines, U+2028)
+            return _text(f"Error: invalid arguments:\u2028{problem}")
         return _text(json.dumps({"id": args["id"], "name": f"item {args['id']}"}))
 
     return _app("errors_as_successes", lambda: [lookup], handler)
