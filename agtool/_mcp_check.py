@@ -631,7 +631,6 @@ def _hypothesis_run(item: CheckItem, checks: _Checks, settings: Any, seed: int) 
     from hypothesis import HealthCheck, Phase, given
     from hypothesis import seed as with_seed
     from hypothesis import settings as Settings
-
     from hypothesis.strategies import SearchStrategy
 
     strategy, check = _strategy(item, checks)

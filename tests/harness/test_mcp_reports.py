@@ -22,12 +22,12 @@ from hypothesis import settings
 from mcp.client._memory import InMemoryTransport  # the SDK's own in-process transport
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helper modules
-import _defect_server  # noqa: E402
+import _defect_server
 
-from agtool._cli import main  # noqa: E402
-from agtool._mcp_check import ItemResult, run_check  # noqa: E402
-from agtool.harness._mcp_options import CheckOptions  # noqa: E402
-from agtool.harness._mcp_report import (  # noqa: E402
+from agtool._cli import main
+from agtool._mcp_check import ItemResult, run_check
+from agtool.harness._mcp_options import CheckOptions
+from agtool.harness._mcp_report import (
     FindingLines,
     Run,
     html_page,
@@ -132,10 +132,11 @@ def test_the_html_page_renders_its_matrix_in_headless_chromium(tmp_path: Path) -
     text = page.read_text("utf-8")
     assert "<script" not in text
     assert "<link" not in text
-    assert "http://" not in text and "https://" not in text
+    assert "http://" not in text
+    assert "https://" not in text
     browser = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
                f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([*browser, "--dump-dom", page.as_uri()], capture_output=True,
+    dom = subprocess.run([*browser, "--dump-dom", page.as_uri()], capture_output=True,  # noqa: S603
                          text=True, timeout=120, check=True).stdout
     assert 'id="matrix"' in dom
     tools = {result.item.tool for result in results}
@@ -147,6 +148,6 @@ def test_the_html_page_renders_its_matrix_in_headless_chromium(tmp_path: Path) -
     assert "--item lookup::refused[type:id]" in dom or "--item 'lookup::refused[type:id]'" in dom
     assert '<code id="seed">11</code>' in dom
     shot = tmp_path / "check.png"
-    subprocess.run([*browser, f"--screenshot={shot}", "--window-size=1280,900",
+    subprocess.run([*browser, f"--screenshot={shot}", "--window-size=1280,900",  # noqa: S603
                     page.as_uri()], capture_output=True, timeout=120, check=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
