@@ -3,7 +3,7 @@
 Every item carries its case, verdict, seed and a replay command that runs that
 item alone (``--item TOOL::LABEL``) with every flag its calls depend on. A
 line printed or written never holds a raw line break from server data:
-messages are escaped where they are made (``_mcp_check._one_line``), and each
+messages are escaped where they are made (``_mcp_target.one_line``), and each
 line is escaped again here, ``\\u2028`` and the other separators included.
 The HTML page is one file with its style inline, no script and no fetch: a
 tool by property matrix, then each finding's message and replay command.
@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._mcp_check import OUTCOMES, PROPERTIES, ItemResult
+from ._mcp_check import OUTCOMES, PROPERTIES, ItemResult
 from ._mcp_options import CheckOptions, command_line
 from ._mcp_target import one_line
 

@@ -43,9 +43,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from .._errors import AgtoolError
-from .._mcp_proxy import UpstreamUnavailable
-from .._mcp_proxy import _cause as _first_cause
 from .._scrub import Scrubber
+from ..mcp._proxy import UpstreamUnavailable
+from ..mcp._proxy import _cause as _first_cause
 
 __all__ = [
     "CALL_TIMEOUT",

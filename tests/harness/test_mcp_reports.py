@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpe
 import _defect_server
 
 from agtool._cli import main
-from agtool._mcp_check import ItemResult, run_check
+from agtool.harness._mcp_check import ItemResult, run_check
 from agtool.harness._mcp_options import CheckOptions
 from agtool.harness._mcp_report import (
     FindingLines,

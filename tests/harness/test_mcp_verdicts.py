@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpe
 import _defect_server
 
 from agtool._cli import main
-from agtool._mcp_check import ItemResult, run_check
+from agtool.harness._mcp_check import ItemResult, run_check
 from agtool.harness._mcp_target import CANARY_NAME
 
 SMALL = settings(max_examples=4, database=None, deadline=None)
@@ -76,7 +76,7 @@ def test_a_coerced_int_is_found_once_the_defect_is_planted_on_a_call_that_succee
     defect: each is inconclusive, never a pass, and the tool is named as never accepted.
     Given a call that succeeds (--examples), `true` and "2" for the int `head` are planted
     on it, accepted, and fail."""
-    from agtool._mcp_check import never_accepted
+    from agtool.harness._mcp_check import never_accepted
 
     blind = check("coercing")
     assert of(blind, "passed", "read_head::refused") == set()
@@ -216,7 +216,7 @@ def test_the_server_gets_a_safe_environment_and_the_canary(
 
 def _env_of_server(env: dict[str, str] | None) -> dict[str, str]:
     """What ``get_env`` answers when the harness starts the server."""
-    from agtool._mcp_check import McpTarget
+    from agtool.harness._mcp_check import McpTarget
 
     with McpTarget(stdio("env_leak"), env=env) as target:
         answer = target.call("get_env", {})
