@@ -299,6 +299,12 @@ def _first_error(validator: Any, value: Any) -> Any:
     return best_match(validator.iter_errors(value))
 
 
+def _searches(tool: str) -> bool:
+    """Whether ``tool`` is named as a search, for which no match is a rightful empty answer
+    (a lookup's empty answer to a name that does not exist is not)."""
+    return bool(re.search(r"search|list|query|filter", tool, re.IGNORECASE))
+
+
 def _names_any(text: str, names: Collection[str]) -> str:
     """The first of ``names`` (two characters or more) ``text`` names as a word, or ``""``."""
     for name in names:
@@ -502,12 +508,13 @@ class _Checks:
         base_empty = next((empty for known, empty in self.tool.known if known == base), True)
         self.tool.remember(wire, answer.empty)
         _event("accepts: " + ("empty result" if answer.empty else "answered"))
-        if base is not None and varied and answer.empty and not base_empty:
+        if (base is not None and varied and answer.empty and not base_empty
+                and wire.get(varied) not in ([], "", {}) and not _searches(self.tool.name)):
             self.warn("empty success", (
                 f"tool {self.name!r} answered {call} with an empty success, where "
-                f"{self.name}({_show(base)}) found something: a lookup with no match for "
-                f"{varied!r} = {_show(wire.get(varied))} should be refused (isError: true), "
-                f"or the schema should exclude the value"))
+                f"{self.name}({_show(base)}) found something: {varied!r} = "
+                f"{_show(wire.get(varied))} matches nothing, which should be refused "
+                f"(isError: true), or the schema should exclude the value"))
 
     def _refused_valid(self, call: str, wire: dict[str, Any], answer: Answer,
                        base: dict[str, Any] | None, varied: str, given: bool) -> str:
@@ -566,6 +573,49 @@ class _Checks:
                 continue
             with contextlib.suppress(UnsatisfiedAssumption):  # a long-running tool
                 self.accept(wire, source="given call" if is_given else "hinted call")
+        self.probe_edges()
+
+    def probe_edges(self) -> None:
+        """Send the first call known to succeed with one argument at an edge its schema
+        admits (0 and -1 for a number, ``""``, ``[]``, each enum value): what a careful
+        person tries first, so what it finds is found on every run, not by luck."""
+        from hypothesis.errors import UnsatisfiedAssumption
+
+        if not self.tool.known:
+            return
+        base = min(self.tool.known, key=lambda pair: pair[1])[0]  # one that found something
+        properties = self.tool.listing.input_schema.get("properties") or {}
+        for arg, schema in properties.items():
+            for edge in _edges(schema):
+                wire = self.valid({**copy.deepcopy(base), arg: edge})
+                if wire is None or wire == base:
+                    continue
+                with contextlib.suppress(UnsatisfiedAssumption):
+                    self.accept(wire, base, arg, source="edge call")
+
+
+#: A name nothing is called: what a lookup of something that does not exist sends.
+NO_SUCH_NAME = "agtool-no-such-name"
+
+
+def _edges(schema: Any) -> list[Any]:
+    """The edge values of one property's schema, as written (the caller keeps the valid):
+    0 and -1 and the bounds of a number, the empty string and a name nothing has, the empty
+    list and a list of that name, both booleans, each enum value."""
+    if not isinstance(schema, dict):
+        return []
+    if isinstance(schema.get("enum"), list):
+        return list(schema["enum"])
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        return [0, -1, *(schema[key] for key in ("minimum", "maximum") if key in schema)]
+    if kind == "string":
+        return ["", NO_SUCH_NAME]
+    if kind == "array":
+        items = schema.get("items")
+        return [[], *([[NO_SUCH_NAME]] if isinstance(items, dict)
+                                          and items.get("type") == "string" else [])]
+    return [True, False] if kind == "boolean" else []
 
 
 def _event(text: str) -> None:
@@ -584,7 +634,9 @@ def _strategy(item: CheckItem, checks: _Checks) -> tuple[Any, Callable[[Any], No
     from .strategies import model_mistakes, one_defect_args, valid_args
 
     table, name = checks.table, checks.tool.name
-    bases = [call for call, _ in checks.tool.known if checks.gate.validate_args(name, call) == ""]
+    # Calls that found something first: Hypothesis draws the first base the most.
+    known = sorted(checks.tool.known, key=lambda pair: pair[1])
+    bases = [call for call, _ in known if checks.gate.validate_args(name, call) == ""]
     if item.prop == "refused":
         site = item.case
         strategy = one_defect_args(table, name, site.kind, site.arg, site.path, bases=bases)

@@ -8,11 +8,13 @@
 
 Items, per tool of the server (see ``agtool.harness._mcp_check`` for what each checks)::
 
-    agtool-mcp:python my_server.py::<tool>::refused[type:limit]   one per defect site
-    agtool-mcp:python my_server.py::<tool>::mistake[bool-for-int] one per model mistake
-    agtool-mcp:python my_server.py::<tool>::accepts               a valid call, its result
     agtool-mcp:python my_server.py::<tool>::contract              skipped: what the importer
                                                                   cannot enforce
+    agtool-mcp:python my_server.py::<tool>::accepts               valid calls, their results
+    agtool-mcp:python my_server.py::<tool>::refused[type:limit]   one per defect site
+    agtool-mcp:python my_server.py::<tool>::mistake[bool-for-int] one per model mistake
+    agtool-mcp:python my_server.py::<tool>::secret                no answer holds the canary
+    agtool-mcp:python my_server.py::<tool>::listing               the listing did not change
 
 Verdicts map onto pytest's outcomes: a failure fails, a warning passes and is
 listed in a closing section (``--agtool-strict`` fails it), an inconclusive
