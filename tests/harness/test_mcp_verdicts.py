@@ -246,3 +246,23 @@ def test_a_started_server_sees_only_what_it_is_given(monkeypatch: pytest.MonkeyP
 
 #: Variables a Python or libc start-up sets in the child by itself.
 _PLATFORM: Collection[str] = {"LC_CTYPE", "PWD", "SHLVL", "_"}
+
+
+@pytest.mark.slow
+def test_warnings_change_the_status_only_under_strict(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A server whose schemas are only looser than it exits 0 with WARN lines, and 1 under
+    --strict; a tool no call of which is accepted gets a NEVER ACCEPTED line saying how to
+    give one."""
+    args = ["check", "--mcp", stdio("too_strict"), "--max-examples", "2", "--seed", "2"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "WARN get_resource accepts:" in out
+    assert "FAIL" not in out
+    assert main([*args, "--strict"]) == 1
+    capsys.readouterr()
+    assert main(["check", "--mcp", stdio("refuses_everything"), "--max-examples", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "NEVER ACCEPTED search: no call of it was accepted" in out
+    assert "--examples FILE" in out
+    assert "INCONCLUSIVE search refused[" in out
