@@ -12,16 +12,16 @@ from hypothesis import settings
 from mcp.client._memory import InMemoryTransport  # the SDK's own in-process transport
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helper modules
-import _lax_server  # noqa: E402
+import _lax_server
 
-from agtool.harness._mcp_check import run_check  # noqa: E402
-from agtool.harness._mcp_options import (  # noqa: E402
+from agtool.harness._mcp_check import run_check
+from agtool.harness._mcp_options import (
     CheckOptions,
     OptionError,
     parse_env,
     parse_timeouts,
 )
-from agtool.harness._mcp_target import environment_scrubber  # noqa: E402
+from agtool.harness._mcp_target import environment_scrubber
 
 SMALL = settings(max_examples=2, database=None, deadline=None)
 
