@@ -54,20 +54,13 @@ from typing import Any
 
 import mcp.types as types
 
+from .._errors import LongRunning, ServerGone, UpstreamUnavailable
 from .._gate import Gate
 from .._jsonschema import SchemaError, ToolDefinition, import_tool, tool_definition
 from .._reasons import shown
-from ..mcp._proxy import _LISTED_KEYS, UpstreamUnavailable
+from ..mcp._proxy import _LISTED_KEYS
 from ._mcp_known import hinted_calls
-from ._mcp_target import (
-    CALL_TIMEOUT,
-    Answer,
-    LongRunning,
-    McpTarget,
-    ServerGone,
-    Transport,
-    one_line,
-)
+from ._mcp_target import CALL_TIMEOUT, Answer, McpTarget, Transport, one_line
 
 __all__ = [
     "CALL_TIMEOUT",

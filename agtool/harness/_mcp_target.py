@@ -42,9 +42,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from .._errors import AgtoolError
+from .._errors import LongRunning, ServerGone, Unresponsive, UpstreamUnavailable
 from .._scrub import Scrubber
-from ..mcp._proxy import UpstreamUnavailable
 from ..mcp._proxy import _cause as _first_cause
 
 __all__ = [
@@ -94,18 +93,6 @@ def one_line(text: str) -> str:
     r"""``text`` with every character that starts a new line escaped (``\u2028`` as the six
     characters ``\u2028``): a line printed is never cut inside server data."""
     return _BREAKS.sub(lambda found: json.dumps(found[0])[1:-1], text)
-
-
-class ServerGone(AgtoolError, ConnectionError):
-    """The server died, hung or closed the session during a call."""
-
-
-class Unresponsive(ServerGone):
-    """A call got no answer in time, and neither did the ping sent after it."""
-
-
-class LongRunning(AgtoolError, TimeoutError):
-    """A call got no answer in time, but the server still answers a ping: it is busy."""
 
 
 def looks_like_error(text: str) -> bool:
