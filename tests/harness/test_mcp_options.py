@@ -4,15 +4,12 @@ known-good calls file, time limits, and the flags a replay command carries back.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+import _lax_server
 import pytest
 from hypothesis import settings
 from mcp.client._memory import InMemoryTransport  # the SDK's own in-process transport
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helper modules
-import _lax_server
 
 from agtool.harness._mcp_check import run_check
 from agtool.harness._mcp_options import (

@@ -17,12 +17,10 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
 
+import _defect_server
 import pytest
 from hypothesis import settings
 from mcp.client._memory import InMemoryTransport  # the SDK's own in-process transport
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helper modules
-import _defect_server
 
 from agtool._cli import main
 from agtool.harness._mcp_check import ItemResult, run_check
