@@ -95,6 +95,19 @@ def test_a_coerced_int_is_found_once_the_defect_is_planted_on_a_call_that_succee
     assert "/allowed/notes.txt" in items["read_head::mistake[bool-for-int]"].message
 
 
+def test_a_given_call_outside_the_schema_or_refused_warns_saying_so() -> None:
+    """A known-good call that its own schema refuses is not sent, and one the server refuses
+    is said to be refused: either way the user's examples are wrong, and told so."""
+    items = check("coercing", examples={"read_head": [{"path": 5, "head": 2},
+                                                      {"path": "/elsewhere", "head": 1}]},
+                  only={"read_head::accepts"})
+    message = items["read_head::accepts"].message
+    assert items["read_head::accepts"].outcome == "warned"
+    assert 'the call given for tool \'read_head\', {"path": 5, "head": 2}, is outside its ' \
+           "inputSchema" in message
+    assert "a call given as known-good (--examples)" in message
+
+
 def test_a_schema_looser_than_the_server_warns_naming_the_argument() -> None:
     """A number the schema admits and the server refuses warns (never fails), naming the
     argument and what to tighten; an empty success where the known call found something
