@@ -17,7 +17,8 @@ MCP server's elsewhere), lives here, read from the items alone:
 - ``item.user_properties`` holds ``("examples", N)``, ``("failures", N)`` and
   ``("seed", S)`` once the item ran, so ``--junitxml`` carries them;
 - ``--agtool-summary=PATH`` writes one NDJSON line per harness item: source,
-  tool, property, case, outcome, examples, failures, seed, duration;
+  tool, property, case, outcome, examples, failures, seed, duration, and an MCP
+  item's verdict (``warned`` and ``inconclusive`` besides pytest's outcomes);
 - ``session_seed(config)``: one seed for every harness item of the session, the
   same in every xdist worker, so one seed replays the whole run.
 """
