@@ -1,4 +1,4 @@
-"""The steps of a plain read, compiled into one function per tool.
+"""The steps of a plain read, compiled into one function per tool, and the tool's entries.
 
 A plain read (no write, no approval, no timeout) called by a caller in the
 gate's own scope goes through the same steps as every call: snapshot and
@@ -10,19 +10,27 @@ emits for ``check_args`` and ``check_result``, and the key ``_memo`` emits
 for ``key_of``. Anything out of the ordinary (a body that raises, or hands
 back a coroutine on the sync path) is handed to the general steps.
 
-Each read gets up to two such functions, ``fast(args, echo, run_id)``: one
-answering the envelope alone (``call_tool``), one answering the ``Outcome``
-(``call_for_model`` and recorded calls); an ``async def`` body's are
+``compile_read`` makes ``fast(args, echo, run_id)``, answering the
+``Outcome``; with a ``Guard`` it makes instead the tool's entry for one of the
+gate's entry points, ``entry(args, echo, scope, run_id, step_id, approvals,
+dry_run)``, answering the envelope. ``compile_model_entry`` makes the entry of
+``call_for_model`` over ``fast``. Every entry opens with the one decision of
+whether a call may take the compiled read (``_emit_guard``): a plain call,
+the table's entry still the one compiled, and nobody recording (else the
+compiled read is run by the gate's recorder). An ``async def`` body's are
 coroutines (``acall_tool``).
 """
 
 from __future__ import annotations
 
+import logging
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from inspect import isawaitable
-from typing import Any
+from typing import Any, NamedTuple
 
+from ._answers import model_answer
+from ._call import Call
 from ._compile import Emitter
 from ._contract import ToolContract
 from ._memo import Memo, freeze, key_source
@@ -30,21 +38,88 @@ from ._outcome import ANSWERED, HIT, Outcome
 from ._reasons import NOT_OBJECT, SHAPE
 from ._stats import Counts
 
-__all__ = ["compile_read"]
+__all__ = ["ENTRY_PARAMS", "Guard", "compile_model_entry", "compile_read"]
 
 Fallback = Callable[..., Any]
+#: The parameters of every tool entry: the gate's keywords, positional, in ``Call``'s order.
+ENTRY_PARAMS = "value, echo, scope, run_id, step_id, approvals, dry_run"
+_records_log = logging.getLogger("agtool.calls")
+
+
+class Guard(NamedTuple):
+    """What a tool's entry checks before it takes the compiled read, and where else it goes.
+
+    ``general(call)`` answers a ``Call`` by the gate's general steps (a call
+    with a scope or a dry run, or an entry changed in the table since it was
+    compiled); ``recorded(args, echo, run_id)`` runs the compiled read with a
+    record of it (a gate with a sink, or ``agtool.calls`` at INFO).
+    """
+
+    table: Mapping[str, Any]
+    entry: Mapping[str, Any]
+    runtime: Any  #: the gate's ``Runtime``: its ``records`` sink is read on every call
+    general: Callable[[Call], Any]
+    recorded: Callable[[object, object, object], Any]
+
+
+def _emit_guard(emitter: Emitter, name: str, guard: Guard, asynchronous: bool) -> None:
+    """The one decision of whether a call may take the compiled read, as the entry's first
+    lines: anything else is handed to the gate's general steps or its recorder."""
+    entry = guard.entry
+    emitter.names.update(
+        GUARD_NAME=name, GUARD_ENTRY=entry, GUARD_FN=entry["fn"], GUARD_ARGS=entry["args"],
+        GUARD_RETURNS=entry["returns"], guard_table_get=guard.table.get,
+        guard_runtime=guard.runtime, guard_general=guard.general,
+        guard_recorded=guard.recorded, guard_logs=_records_log.isEnabledFor,
+        GUARD_INFO=logging.INFO, Call=Call)
+    emit = emitter.emit
+    wait = "await " if asynchronous else ""
+    general = f"return {wait}guard_general(Call(GUARD_NAME, {ENTRY_PARAMS}))"
+    emit(1, "if scope is not None or dry_run:")
+    emit(2, general)
+    # Identity, not equality, as the lookup checks it: swapping an entry, its fn, its args or
+    # its returns takes effect on the next call, through the lookup, which compiles it anew.
+    emit(1, "try:")
+    emit(2, "live = (guard_table_get(GUARD_NAME) is GUARD_ENTRY "
+            "and GUARD_ENTRY['fn'] is GUARD_FN and GUARD_ENTRY['args'] is GUARD_ARGS "
+            "and GUARD_ENTRY['returns'] is GUARD_RETURNS)")
+    emit(1, "except Exception:  # the table or its entry changed under us: the lookup looks again")
+    emit(2, "live = False")
+    emit(1, "if not live:")
+    emit(2, general)
+    emit(1, "if guard_runtime.records is not None or guard_logs(GUARD_INFO):")
+    emit(2, f"return {wait}guard_recorded(value, echo, run_id)")
+
+
+def compile_model_entry(contract: ToolContract, fast: Callable[..., Any], guard: Guard,
+                        request_id: Callable[[], str], redacts: bool, *,
+                        is_async: bool) -> Callable[..., Any]:
+    """The entry of ``call_for_model`` (or its twin) over ``fast``, the compiled read."""
+    emitter = Emitter()
+    emitter.names.update(model_answer=model_answer, fast=fast, CONTRACT=contract,
+                         request_id=request_id, REDACTS=redacts)
+    _emit_guard(emitter, contract.name, guard, is_async)
+    wait = "await " if is_async else ""
+    emitter.emit(1, f"return model_answer({wait}fast(value, echo, run_id), CONTRACT, value, "
+                    "request_id(), REDACTS)")
+    entry: Callable[..., Any] = emitter.build("model_entry", ENTRY_PARAMS,
+                                              asynchronous=is_async)
+    return entry
 
 
 def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Memo, ttl: float,
-                 copy_result: Callable[[Any], Any] | None, *, is_async: bool, outcome: bool,
-                 raised: Fallback, handed_back: Fallback) -> Callable[..., Any]:
-    """``fast(args, echo, run_id)`` for a plain read: its envelope, or its ``Outcome``.
+                 copy_result: Callable[[Any], Any] | None, *, is_async: bool,
+                 raised: Fallback, handed_back: Fallback,
+                 guard: Guard | None = None) -> Callable[..., Any]:
+    """``fast(args, echo, run_id)`` for a plain read: its ``Outcome``; with ``guard``, the
+    entry ``entry(args, echo, scope, run_id, step_id, approvals, dry_run)``: its envelope.
 
     ``copy_result`` is the contract's ``compile_copy``, or ``None``.
     ``raised(snapshot, exc)`` answers the ``Outcome`` of a body that raised,
     ``handed_back(snapshot, key, value)`` that of a sync body that handed back
     an awaitable. ``ttl`` 0 is a read never remembered.
     """
+    outcome = guard is None
     answers = _Answers(outcome)
     # The answer is made before it is counted: a reason that raises is counted once, below.
     emitter = Emitter(lambda reason: f"answer = {answers.refused(reason)}; "
@@ -56,6 +131,8 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
         handed_back=handed_back, isawaitable=isawaitable, Coroutine=types.CoroutineType,
         NEW=tuple.__new__, Outcome=Outcome, HIT=HIT, ANSWERED=ANSWERED)
     emit = emitter.emit
+    if guard is not None:
+        _emit_guard(emitter, contract.name, guard, is_async)
 
     emit(1, "try:")
     emitter.arg_check(contract.args, "value", 2)
@@ -96,8 +173,9 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
         emit(2, "if frozen is not None:")
         emit(3, "memo_put(key, frozen, TTL, counts)")
     emit(1, f"return {answers.ok('result', 'ANSWERED')}")
-    fast: Callable[..., Any] = emitter.build("fast", "value, echo, run_id",
-                                             asynchronous=is_async)
+    fast: Callable[..., Any] = emitter.build(
+        "fast" if guard is None else "entry",
+        "value, echo, run_id" if guard is None else ENTRY_PARAMS, asynchronous=is_async)
     return fast
 
 
