@@ -18,6 +18,8 @@ caller's object before it is copied, so an oversized refusal costs O(1).
 
 from __future__ import annotations
 
+import itertools
+import linecache
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -67,6 +69,8 @@ class _Missing:
 
 
 _MISSING = _Missing()
+#: Numbers the functions built, so that each one's source has a ``linecache`` name of its own.
+_BUILT = itertools.count(1)
 
 
 def plain_dict(value: dict[Any, Any]) -> dict[Any, Any]:
@@ -112,11 +116,19 @@ class Emitter:
         self.emit(indent + 1, self.fail(self._reason(check)))
 
     def build(self, name: str, params: str, *, asynchronous: bool = False) -> Callable[..., Any]:
-        """The function made of the lines emitted so far."""
+        """The function made of the lines emitted so far.
+
+        Its source is registered with ``linecache`` under a name of its own
+        (``<agtool name #n>``), as attrs does for the methods it writes: a
+        traceback through it shows the very line, and a debugger can step it.
+        """
         head = f"{'async ' if asynchronous else ''}def {name}({params}):"
-        source = "\n".join([head, *self.lines])
+        source = "\n".join([head, *self.lines]) + "\n"
+        filename = f"<agtool {name} #{next(_BUILT)}>"
         namespace = dict(self.names)
-        exec(compile(source, f"<agtool {name}>", "exec"), namespace)  # noqa: S102 - our own source
+        exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own source
+        # mtime None: ``linecache.checkcache`` keeps the entry, as it keeps a module's.
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         built: Callable[..., Any] = namespace[name]
         return built
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from ._compile import Emitter
 from ._contract import Spec, is_closed
 from ._stats import Counts
 
@@ -245,11 +246,13 @@ def compile_key(name: str, version: str, specs: Mapping[str, Spec],
             return (name, version, run_id, hexed) if hexed else None
         return key_of_digest
     expression, spoilable, names = key_source(name, version, specs)
-    lines = ["def key_of(snapshot, run_id):", f"    key = {expression}",
-             # A part that cannot be keyed spoils the whole key; scalars never do.
-             "    return None if KEY_NONE in key else key" if spoilable else "    return key"]
-    exec(compile("\n".join(lines), "<agtool key>", "exec"), names)  # noqa: S102 - our own source
-    key_of: Callable[[dict[str, Any], object], Hashable | None] = names["key_of"]
+    emitter = Emitter()
+    emitter.names.update(names)
+    emitter.emit(1, f"key = {expression}")
+    # A part that cannot be keyed spoils the whole key; scalars never do.
+    emitter.emit(1, "return None if KEY_NONE in key else key" if spoilable else "return key")
+    key_of: Callable[[dict[str, Any], object], Hashable | None] = emitter.build(
+        "key_of", "snapshot, run_id")
     return key_of
 
 
