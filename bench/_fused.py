@@ -55,6 +55,9 @@ class FusedCounts:
     __slots__ = ("bad_results", "blocked", "evicted", "expired", "hits", "raised", "runs")
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
         self.runs = self.hits = self.blocked = self.bad_results = self.raised = 0
         self.evicted = self.expired = 0
 
