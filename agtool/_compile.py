@@ -28,8 +28,8 @@ from ._contract import Spec, is_closed
 from ._patterns import fullmatcher
 from ._reasons import EMPTY, NOT_OBJECT, RANGE, SHAPE, TOO_BIG, shown
 
-__all__ = ["UNDECLARED", "Emitter", "compile_arg_check", "compile_copy",
-           "compile_result_check", "plain_dict"]
+__all__ = ["UNDECLARED", "UNROLL", "Emitter", "compile_arg_check", "compile_copy",
+           "compile_result_check", "copies_exactly", "emit_copy", "plain_dict"]
 
 Check = Callable[..., str]
 
@@ -367,14 +367,31 @@ def compile_copy(specs: Mapping[str, Spec]) -> Callable[[Any], Any] | None:
     found exact (plain ``dict`` and ``list`` all through, every key declared), or
     ``None`` for a contract with untyped parts. Scalars are immutable: shared.
     """
-    if not all(is_closed(spec) for spec in specs.values()):
+    if not copies_exactly(specs):
         return None
     emitter = Emitter()
-    emitter.emit(1, "value = value.copy()")
-    _copy_fields(emitter, specs, "value", 1)
+    emit_copy(emitter, specs, "value", "value", 1)
     emitter.emit(1, "return value")
     copy: Callable[[Any], Any] = emitter.build("copy_result", "value")
     return copy
+
+
+def copies_exactly(specs: Mapping[str, Spec]) -> bool:
+    """Whether ``compile_copy`` (``emit_copy``) can copy a value of ``specs`` found exact."""
+    return all(is_closed(spec) for spec in specs.values())
+
+
+#: Lists of at most this many items (by their contract's ``max_len``) are copied by one
+#: list display per length instead of a loop: a loop costs about what four items do.
+UNROLL = 4
+
+
+def emit_copy(emitter: Emitter, specs: Mapping[str, Spec], source: str, target: str,
+              indent: int) -> None:
+    """Lines leaving in ``target`` a fresh copy of the exact value in ``source``: the body
+    of ``compile_copy``, also written straight into a compiled read (``_fastpath``)."""
+    emitter.emit(indent, f"{target} = {source}.copy()")
+    _copy_fields(emitter, specs, target, indent)
 
 
 def _copy_fields(emitter: Emitter, specs: Mapping[str, Spec], var: str, indent: int) -> None:
@@ -394,15 +411,33 @@ def _copy_fields(emitter: Emitter, specs: Mapping[str, Spec], var: str, indent: 
             emitter.emit(indent + 1, f"{var}[{key!r}] = {field}")
 
 
+def _flat(item: Spec | Mapping[str, Spec] | None) -> bool:
+    """Whether a list item of this spec is copied by its own ``.copy()`` (no containers in
+    it), or needs no copy at all (a scalar, ``None``: checked, and immutable)."""
+    if isinstance(item, Spec):
+        return item.type != "dict" and (item.type != "list" or item.item is None
+                                        or _scalar(item.item))
+    return item is None or all(_scalar(field) for field in item.values())
+
+
+def _scalar(spec: Spec | Mapping[str, Spec]) -> bool:
+    return isinstance(spec, Spec) and spec.type not in ("list", "dict")
+
+
 def _copy_container(emitter: Emitter, spec: Spec, var: str, indent: int) -> None:
     """Copy the list or named-key dict in ``var``, and each container inside it."""
-    emitter.emit(indent, f"{var} = {var}.copy()")
     item = spec.item
     if spec.type == "dict":
+        emitter.emit(indent, f"{var} = {var}.copy()")
         _copy_fields(emitter, item, var, indent)  # type: ignore[arg-type]  # closed: named
         return
-    if isinstance(item, Spec) and item.type not in ("list", "dict"):
+    if item is None or _scalar(item):
+        emitter.emit(indent, f"{var} = {var}.copy()")
         return
+    if _flat(item) and spec.max_len is not None and 0 < spec.max_len <= UNROLL:
+        _copy_unrolled(emitter, var, spec.max_len, indent)
+        return
+    emitter.emit(indent, f"{var} = {var}.copy()")
     index, element = emitter.fresh("i"), emitter.fresh("v")
     emitter.emit(indent, f"for {index} in range(len({var})):")
     emitter.emit(indent + 1, f"{element} = {var}[{index}]")
@@ -412,3 +447,17 @@ def _copy_container(emitter: Emitter, spec: Spec, var: str, indent: int) -> None
         emitter.emit(indent + 1, f"{element} = {element}.copy()")
         _copy_fields(emitter, item, element, indent + 1)  # type: ignore[arg-type]
     emitter.emit(indent + 1, f"{var}[{index}] = {element}")
+
+
+def _copy_unrolled(emitter: Emitter, var: str, max_len: int, indent: int) -> None:
+    """A list of at most ``max_len`` flat containers, copied by one display per length
+    (the result check has refused a longer one; the loop is there only for the empty)."""
+    length = emitter.fresh("n")
+    emitter.emit(indent, f"{length} = len({var})")
+    for count in range(max_len, 0, -1):
+        items = ", ".join(f"{var}[{index}].copy()" for index in range(count))
+        emitter.emit(indent, f"{'if' if count == max_len else 'elif'} {length} == {count}:")
+        emitter.emit(indent + 1, f"{var} = [{items}]")
+    item = emitter.fresh("v")
+    emitter.emit(indent, "else:")
+    emitter.emit(indent + 1, f"{var} = [{item}.copy() for {item} in {var}]")

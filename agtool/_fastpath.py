@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from ._answers import model_answer
 from ._call import Call
-from ._compile import Emitter
+from ._compile import Emitter, emit_copy
 from ._contract import ToolContract
 from ._memo import Memo, freeze, key_source
 from ._outcome import ANSWERED, HIT, Outcome
@@ -62,16 +62,31 @@ class Guard(NamedTuple):
     recorded: Callable[[object, object, object], Any]
 
 
+def _logs_cached() -> Callable[[int], object]:
+    """``agtool.calls``' cached answer to ``isEnabledFor(level)`` (``None``: not cached).
+
+    ``Logger.isEnabledFor`` answers from a per-logger cache that ``setLevel``,
+    ``logging.disable`` and the other level changes clear in place, and a
+    cached ``False`` is what it would answer (a disabled logger answers
+    ``False`` too). Reading that cache is a dict lookup where the method is a
+    Python call; where it does not exist, nothing is ever taken as cached.
+    """
+    cache = getattr(_records_log, "_cache", None)
+    if isinstance(cache, dict):
+        return cache.get
+    return lambda level: None
+
+
 def _emit_guard(emitter: Emitter, name: str, guard: Guard, asynchronous: bool) -> None:
     """The one decision of whether a call may take the compiled read, as the entry's first
     lines: anything else is handed to the gate's general steps or its recorder."""
     entry = guard.entry
     emitter.names.update(
         GUARD_NAME=name, GUARD_ENTRY=entry, GUARD_FN=entry["fn"], GUARD_ARGS=entry["args"],
-        GUARD_RETURNS=entry["returns"], guard_table_get=guard.table.get,
+        GUARD_RETURNS=entry["returns"], GUARD_TABLE=guard.table,
         guard_runtime=guard.runtime, guard_general=guard.general,
         guard_recorded=guard.recorded, guard_logs=_records_log.isEnabledFor,
-        GUARD_INFO=logging.INFO, Call=Call)
+        guard_logs_cached=_logs_cached(), GUARD_INFO=logging.INFO, Call=Call)
     emit = emitter.emit
     wait = "await " if asynchronous else ""
     general = f"return {wait}guard_general(Call(GUARD_NAME, {ENTRY_PARAMS}))"
@@ -80,14 +95,16 @@ def _emit_guard(emitter: Emitter, name: str, guard: Guard, asynchronous: bool) -
     # Identity, not equality, as the lookup checks it: swapping an entry, its fn, its args or
     # its returns takes effect on the next call, through the lookup, which compiles it anew.
     emit(1, "try:")
-    emit(2, "live = (guard_table_get(GUARD_NAME) is GUARD_ENTRY "
+    emit(2, "live = (GUARD_TABLE[GUARD_NAME] is GUARD_ENTRY "
             "and GUARD_ENTRY['fn'] is GUARD_FN and GUARD_ENTRY['args'] is GUARD_ARGS "
             "and GUARD_ENTRY['returns'] is GUARD_RETURNS)")
     emit(1, "except Exception:  # the table or its entry changed under us: the lookup looks again")
     emit(2, "live = False")
     emit(1, "if not live:")
     emit(2, general)
-    emit(1, "if guard_runtime.records is not None or guard_logs(GUARD_INFO):")
+    # The logger's own answer, as isEnabledFor caches it: asked again only when not cached.
+    emit(1, "if guard_runtime.records is not None or ("
+            "guard_logs_cached(GUARD_INFO) is not False and guard_logs(GUARD_INFO)):")
     emit(2, f"return {wait}guard_recorded(value, echo, run_id)")
 
 
@@ -125,7 +142,8 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
     emitter = Emitter(lambda reason: f"answer = {answers.refused(reason)}; "
                                      "counts.blocked += 1; return answer")
     emitter.names.update(
-        counts=counts, memo_get=memo.get, memo_put=memo.put, memo_entries_get=memo.entries.get,
+        counts=counts, memo_get=memo.get, MEMO=memo,
+        memo_entries_get=memo.entries.get, memo_evict=memo.evict, MEMO_SIZE=memo.size,
         memo_touch=memo.entries.move_to_end, memo_clock=memo.clock, fn=contract.fn,
         freeze=freeze, TTL=ttl, COPY=copy_result, raised=raised,
         handed_back=handed_back, isawaitable=isawaitable, Coroutine=types.CoroutineType,
@@ -140,9 +158,9 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
     emit(2, emitter.fail(repr(NOT_OBJECT)))
     emit(1, "snapshot = value")
 
-    remembers = ttl > 0
+    remembers = ttl > 0 and memo.size > 0
     if remembers:
-        _emit_memo(emitter, contract, version, answers)
+        _emit_memo(emitter, contract, version, answers, copy_result is not None)
     else:
         emit(1, "key = None")
 
@@ -168,10 +186,7 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
     emit(1, "except Exception:  # a value whose own methods raise has no shape to trust")
     emit(2, emitter.fail(repr(SHAPE)))
     if remembers:
-        emit(1, "if key is not None:")
-        emit(2, "frozen = freeze(result, not exact, COPY)")
-        emit(2, "if frozen is not None:")
-        emit(3, "memo_put(key, frozen, TTL, counts)")
+        _emit_remember(emitter, contract, copy_result is not None)
     emit(1, f"return {answers.ok('result', 'ANSWERED')}")
     fast: Callable[..., Any] = emitter.build(
         "fast" if guard is None else "entry",
@@ -179,9 +194,35 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
     return fast
 
 
+def _emit_remember(emitter: Emitter, contract: ToolContract, copies: bool) -> None:
+    """``Memo.put(key, freeze(result, ...))``, written in place: an exact value's private
+    copy made by the contract's copier, inlined; anything else by ``freeze``."""
+    emit = emitter.emit
+    emit(1, "if key is not None:")
+    if copies:
+        emit(2, "if exact:")
+        emit_copy(emitter, contract.returns, "result", "held", 3)
+        emit(3, "frozen = (held, COPY)")
+        emit(2, "else:")
+        emit(3, "frozen = freeze(result, True, COPY)")
+    else:
+        emit(2, "frozen = freeze(result, not exact, COPY)")
+    emit(2, "if frozen is not None:")
+    emit(3, "memo_entries = MEMO.entries  # read anew: Memo.put's own lines, in place")
+    emit(3, "memo_entries[key] = (frozen, memo_clock() + TTL, counts)")
+    emit(3, "try:")
+    emit(4, "memo_entries.move_to_end(key)")
+    emit(3, "except KeyError:  # evicted or expired by another thread between the two lines")
+    emit(4, "pass")
+    emit(3, "else:")
+    emit(4, "if len(memo_entries) > MEMO_SIZE:")
+    emit(5, "memo_evict()")
+
+
 def _emit_memo(emitter: Emitter, contract: ToolContract, version: str,
-               answers: _Answers) -> None:
-    """The key (``key_of``'s source) and the memo lookup (``Memo.get``, read in place)."""
+               answers: _Answers, copies: bool) -> None:
+    """The key (``key_of``'s source) and the memo lookup (``Memo.get``, read in place);
+    a hit's fresh copy made by the contract's copier, inlined, when that is its copier."""
     expression, spoilable, names = key_source(contract.name, version, contract.args)
     emitter.names.update(names)
     emit = emitter.emit
@@ -202,6 +243,10 @@ def _emit_memo(emitter: Emitter, contract: ToolContract, version: str,
     emit(4, "pass")
     emit(3, "counts.hits += 1")
     emit(3, "frozen = entry[0]")
+    if copies:
+        emit(3, "if frozen[1] is COPY:")
+        emit_copy(emitter, contract.returns, "frozen[0]", "fresh", 4)
+        emit(4, f"return {answers.ok('fresh', 'HIT')}")
     emit(3, f"return {answers.ok('frozen[1](frozen[0])', 'HIT')}")
     emit(2, "memo_get(key)  # past its time: dropped, and counted as expired")
 

@@ -277,13 +277,18 @@ class Memo:
                  clock: Callable[[], float] = time.monotonic) -> None:
         if type(size) is not int or size < 0:
             raise ValueError(f"memo size must be a non-negative int, got {size!r}")
-        self.size = size
+        self._size = size
         self.clock = clock
         #: ``key -> (frozen, expires at, owner's Counts)``, least recently used first. Read
         #: directly by the compiled reads (``_fastpath``), which is why it is not private.
         self.entries: OrderedDict[Hashable, tuple[Frozen, float, Counts]] = \
             OrderedDict()
         self._walk = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        """How many values it holds at most; fixed when it is made (compiled reads hold it)."""
+        return self._size
 
     def get(self, key: Hashable) -> Any:
         """The frozen value held for ``key`` (see ``thaw``), or ``MISS``."""
@@ -301,7 +306,7 @@ class Memo:
 
     def put(self, key: Hashable, frozen: Frozen, ttl: float, counts: Counts) -> None:
         """Hold ``frozen`` for ``ttl`` seconds, evicting the least recently used past ``size``."""
-        if ttl <= 0 or self.size == 0:
+        if ttl <= 0 or self._size == 0:
             return
         entries = self.entries
         entries[key] = (frozen, self.clock() + ttl, counts)
@@ -309,7 +314,13 @@ class Memo:
             entries.move_to_end(key)
         except KeyError:  # evicted or expired by another thread between the two lines
             return
-        while len(entries) > self.size:
+        if len(entries) > self._size:
+            self.evict()
+
+    def evict(self) -> None:
+        """Drop the least recently used values until it holds no more than its size."""
+        entries = self.entries
+        while len(entries) > self._size:
             try:
                 _, (_, _, owner) = entries.popitem(last=False)
             except KeyError:  # emptied by another thread meanwhile
