@@ -445,7 +445,7 @@ def _copy_container(emitter: Emitter, spec: Spec, var: str, indent: int) -> None
         _copy_container(emitter, item, element, indent + 1)
     else:
         emitter.emit(indent + 1, f"{element} = {element}.copy()")
-        _copy_fields(emitter, item, element, indent + 1)  # type: ignore[arg-type]
+        _copy_fields(emitter, item, element, indent + 1)
     emitter.emit(indent + 1, f"{var}[{index}] = {element}")
 
 
