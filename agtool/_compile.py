@@ -71,6 +71,9 @@ class _Missing:
 _MISSING = _Missing()
 #: Numbers the functions built, so that each one's source has a ``linecache`` name of its own.
 _BUILT = itertools.count(1)
+#: Containers of at most this many items or keys (by their contract) are walked by lines
+#: written out per length instead of a loop: a loop costs about what four items do.
+UNROLL = 4
 
 
 def plain_dict(value: dict[Any, Any]) -> dict[Any, Any]:
@@ -149,16 +152,34 @@ class Emitter:
         self.emit(indent + 1, self.fail(f"unexpected({var}, {known})"))
         self.emit(indent, "else:")
         self.emit(indent + 1, f"{var} = {var}.copy()")
-        key = self.fresh("k")
-        self.emit(indent, f"for {key} in {var}:")
         # A key that only hashes and compares like a name is not that name:
         # fn(**args) would refuse it, so the gate refuses it first.
-        self.emit(indent + 1, f"if type({key}) is not str or {key} not in {known}:")
-        self.emit(indent + 2, self.fail(f"unexpected({var}, {known})"))
+        self.known_keys(var, known, len(specs), indent,
+                        self.fail(f"unexpected({var}, {known})"))
         for arg, spec in specs.items():
             # A defect anywhere inside an argument is reported against the argument.
             self._reason = lambda check, arg=arg: repr(f"{check}:{shown(arg)}")  # type: ignore[misc]
             self.members({arg: spec}, var, indent)
+
+    def known_keys(self, var: str, known: str, most: int, indent: int, failed: str) -> None:
+        """``failed`` unless every key of the plain dict ``var`` (at most ``most`` of them)
+        is a ``str`` in ``known``: a loop, or for a few, each length's keys unpacked."""
+        if most > UNROLL:
+            key = self.fresh("k")
+            self.emit(indent, f"for {key} in {var}:")
+            self.emit(indent + 1, f"if type({key}) is not str or {key} not in {known}:")
+            self.emit(indent + 2, failed)
+            return
+        length = self.fresh("n")
+        self.emit(indent, f"{length} = len({var})")
+        for count in range(most, 0, -1):
+            keys = [self.fresh("k") for _ in range(count)]
+            self.emit(indent, f"{'if' if count == most else 'elif'} {length} == {count}:")
+            # A plain dict's own keys, unpacked in C: the loop's test for each, in its order.
+            self.emit(indent + 1, f"{', '.join(keys)}{',' if count == 1 else ''} = {var}")
+            test = " or ".join(f"type({key}) is not str or {key} not in {known}" for key in keys)
+            self.emit(indent + 1, f"if {test}:")
+            self.emit(indent + 2, failed)
 
     # -- results -------------------------------------------------------------------------------
 
@@ -296,8 +317,16 @@ class Emitter:
             self.emit(indent, f"if len({var}) != {' + '.join(declared)}:")
             self.emit(indent + 1, f"{self._exact} = False")
             # A key that only compares like a declared name would be shared by every copy.
-            key = self.fresh("k")
             self.emit(indent, f"elif {self._exact}:")
+            if not optional and 0 < len(specs) <= UNROLL:
+                # Exact so far: a plain dict of exactly these many keys, unpacked in C.
+                keys = [self.fresh("k") for _ in specs]
+                self.emit(indent + 1, f"{', '.join(keys)}{',' if len(keys) == 1 else ''} = {var}")
+                test = " or ".join(f"type({key}) is not str" for key in keys)
+                self.emit(indent + 1, f"if {test}:")
+                self.emit(indent + 2, f"{self._exact} = False")
+                return
+            key = self.fresh("k")
             self.emit(indent + 1, f"for {key} in {var}:")
             self.emit(indent + 2, f"if type({key}) is not str:")
             self.emit(indent + 3, f"{self._exact} = False")
@@ -379,11 +408,6 @@ def compile_copy(specs: Mapping[str, Spec]) -> Callable[[Any], Any] | None:
 def copies_exactly(specs: Mapping[str, Spec]) -> bool:
     """Whether ``compile_copy`` (``emit_copy``) can copy a value of ``specs`` found exact."""
     return all(is_closed(spec) for spec in specs.values())
-
-
-#: Lists of at most this many items (by their contract's ``max_len``) are copied by one
-#: list display per length instead of a loop: a loop costs about what four items do.
-UNROLL = 4
 
 
 def emit_copy(emitter: Emitter, specs: Mapping[str, Spec], source: str, target: str,
