@@ -33,17 +33,49 @@ from ._answers import model_answer
 from ._call import Call
 from ._compile import Emitter, emit_copy
 from ._contract import ToolContract
-from ._memo import Memo, freeze, key_source
+from ._memo import Memo, emit_key, freeze, key_source
 from ._outcome import ANSWERED, HIT, Outcome
 from ._reasons import NOT_OBJECT, SHAPE
 from ._stats import Counts
 
-__all__ = ["ENTRY_PARAMS", "Guard", "compile_model_entry", "compile_read"]
+__all__ = ["ENTRY_PARAMS", "REFUSED", "Guard", "compile_key_call", "compile_model_entry",
+           "compile_read"]
 
 Fallback = Callable[..., Any]
 #: The parameters of every tool entry: the gate's keywords, positional, in ``Call``'s order.
 ENTRY_PARAMS = "value, echo, scope, run_id, step_id, approvals, dry_run"
 _records_log = logging.getLogger("agtool.calls")
+
+
+class _Refused:
+    def __repr__(self) -> str:
+        return "REFUSED"
+
+
+#: What ``compile_key_call``'s function answers for args its contract refuses.
+REFUSED: Any = _Refused()
+
+
+def compile_key_call(contract: ToolContract, version: str) -> Callable[..., Any]:
+    """``key_call(args, echo, run_id)``: the memo key a call of these args would have
+    (``None`` if it has none), or ``REFUSED``: the arg check and the key in one function,
+    as a compiled read writes them (``Gate.cache_key``)."""
+    emitter = Emitter(lambda reason: "return REFUSED")
+    emitter.names["REFUSED"] = REFUSED
+    emit = emitter.emit
+    emit(1, "try:")
+    emitter.arg_check(contract.args, "value", 2)
+    emit(1, "except Exception:  # an object that cannot be read cleanly is not an object of args")
+    emit(2, "return REFUSED")
+    emit(1, "snapshot = value")
+    emit(1, "try:")
+    emit_key(emitter, key_source(contract.name, version, contract.args), 2, "return None")
+    emit(2, "hash(key)  # a run_id that cannot be hashed: no key")
+    emit(1, "except Exception:  # a value nobody can key is simply not remembered")
+    emit(2, "return None")
+    emit(1, "return key")
+    key_call: Callable[..., Any] = emitter.build("key_call", "value, echo, run_id")
+    return key_call
 
 
 class Guard(NamedTuple):
@@ -223,16 +255,13 @@ def _emit_memo(emitter: Emitter, contract: ToolContract, version: str,
                answers: _Answers, copies: bool) -> None:
     """The key (``key_of``'s source) and the memo lookup (``Memo.get``, read in place);
     a hit's fresh copy made by the contract's copier, inlined, when that is its copier."""
-    expression, spoilable, names = key_source(contract.name, version, contract.args)
-    emitter.names.update(names)
+    source = key_source(contract.name, version, contract.args)
     emit = emitter.emit
     emit(1, "try:")
-    emit(2, f"key = {expression}")
-    if spoilable:
-        emit(2, "if KEY_NONE in key:")
-        emit(3, "key = None")
+    emit_key(emitter, source, 2, "key = None")
     # Looked up inside the try: a run_id that cannot be hashed fails here, and is not kept.
-    emit(2, "entry = None if key is None else memo_entries_get(key)")
+    emit(2, "entry = None if key is None else memo_entries_get(key)" if source.spoilable
+         else "entry = memo_entries_get(key)")
     emit(1, "except Exception:  # a value nobody can key is simply not remembered")
     emit(2, "key = entry = None")
     emit(1, "if entry is not None:")

@@ -15,6 +15,7 @@ from ._authority import Approval, issue
 from ._call import Refusal
 from ._compile import UNDECLARED, plain_dict
 from ._contract import ToolContract
+from ._fastpath import REFUSED
 from ._keys import Keys
 from ._lookup import Registry
 from ._memo import cache_key
@@ -63,6 +64,11 @@ class Queries:
         tool = self._tools.lookup(name)
         if isinstance(tool, Refusal):
             return cache_key(name, args, "", run_id)
+        if tool.key_call is not None:
+            key = tool.key_call(args, echo, run_id)
+            if key is not REFUSED:
+                return key  # type: ignore[no-any-return]
+            return cache_key(name, args, tool.hash, run_id)  # never remembered: keyed as is
         snapshot = tool.snapshot(args, echo)
         if isinstance(snapshot, str):  # never remembered: keyed as any value would be
             if not tool.redacts_args:

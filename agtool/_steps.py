@@ -34,7 +34,7 @@ from ._call import Call, Refusal
 from ._compile import UNDECLARED, compile_arg_check, compile_copy, compile_result_check
 from ._contract import ToolContract
 from ._errors import NotApplied
-from ._fastpath import Guard, compile_model_entry, compile_read
+from ._fastpath import Guard, compile_key_call, compile_model_entry, compile_read
 from ._keys import Keys
 from ._memo import MISS, Memo, compile_key, freeze, thaw
 from ._outcome import HIT, PLAN, REPLAY, Envelope, Outcome, failure, success
@@ -136,7 +136,7 @@ class Tool:
 
     __slots__ = ("acall_for_model", "acall_tool", "args", "call_for_model", "call_tool",
                  "check_args", "check_result", "contract", "copy_result", "counts", "entry",
-                 "fast", "fn", "hash", "in_gate_scope", "is_async", "key_of", "name",
+                 "fast", "fn", "hash", "in_gate_scope", "is_async", "key_call", "key_of", "name",
                  "needs_approval", "redacts", "redacts_args", "returns", "risk", "shown_name",
                  "timeout", "ttl", "writes")
     #: Its entry for each of the gate's entry points (``ENTRY_POINTS``), called with the
@@ -176,6 +176,9 @@ class Tool:
         # Sensitive args are keyed by a keyed digest: a memo key never holds them in clear.
         self.key_of = compile_key(self.name, self.hash, contract.args,
                                   runtime.keys.digest if self.redacts_args else None)
+        #: ``key_call(args, echo, run_id)``: the check and the key in one (``REFUSED`` for
+        #: args that do not pass); ``None`` for sensitive args, keyed by their digest.
+        self.key_call = None if self.redacts_args else compile_key_call(contract, self.hash)
         #: The plain read's steps compiled into one function (``_fastpath``), answering the
         #: ``Outcome`` (sync or async, as the body is); ``None`` where they do not apply.
         self.fast: Callable[..., Any] | None = None
