@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from inspect import isawaitable
 from typing import Any, NamedTuple
 
@@ -34,7 +34,7 @@ from ._call import Call
 from ._compile import Emitter, emit_copy
 from ._contract import ToolContract
 from ._memo import Memo, emit_key, freeze, key_source
-from ._outcome import ANSWERED, HIT, Outcome
+from ._outcome import ANSWERED, HIT, Outcome, success
 from ._reasons import NOT_OBJECT, SHAPE
 from ._stats import Counts
 
@@ -141,16 +141,28 @@ def _emit_guard(emitter: Emitter, name: str, guard: Guard, asynchronous: bool) -
 
 
 def compile_model_entry(contract: ToolContract, fast: Callable[..., Any], guard: Guard,
-                        request_id: Callable[[], str], redacts: bool, *,
+                        ids: tuple[str, Iterator[int]], redacts: bool, *,
                         is_async: bool) -> Callable[..., Any]:
-    """The entry of ``call_for_model`` (or its twin) over ``fast``, the compiled read."""
+    """The entry of ``call_for_model`` (or its twin) over ``fast``, the compiled read.
+
+    ``ids`` is the gate's request-id prefix and counter. A success of a tool that
+    redacts nothing is answered in place, its ``source`` a fresh copy of the one
+    ``model_answer`` gives this contract; anything else by ``model_answer``.
+    """
     emitter = Emitter()
+    source = model_answer(Outcome(success(None)), contract, None, "", False)["source"]
     emitter.names.update(model_answer=model_answer, fast=fast, CONTRACT=contract,
-                         request_id=request_id, REDACTS=redacts)
+                         ID_PREFIX=ids[0], IDS=ids[1], REDACTS=redacts, SOURCE=source)
     _emit_guard(emitter, contract.name, guard, is_async)
-    wait = "await " if is_async else ""
-    emitter.emit(1, f"return model_answer({wait}fast(value, echo, run_id), CONTRACT, value, "
-                    "request_id(), REDACTS)")
+    emit = emitter.emit
+    emit(1, f"outcome = {'await ' if is_async else ''}fast(value, echo, run_id)")
+    emit(1, "request_id = f'{ID_PREFIX}{next(IDS)}'")
+    if not redacts:
+        emit(1, "envelope = outcome[0]")
+        emit(1, "if envelope['ok']:")
+        emit(2, "return {'ok': True, 'data': envelope['value'], 'source': SOURCE.copy(), "
+                "'request_id': request_id}")
+    emit(1, "return model_answer(outcome, CONTRACT, value, request_id, REDACTS)")
     entry: Callable[..., Any] = emitter.build("model_entry", ENTRY_PARAMS,
                                               asynchronous=is_async)
     return entry

@@ -278,15 +278,24 @@ class Gate(Queries):
 
     def _recorded(self, tool: Tool, args: object, echo: object, run_id: object) -> Entered:
         """A plain call answered by the tool's compiled read, with its record."""
-        request_id, started = self._start()
+        started = time.perf_counter()
         outcome: Outcome = tool.fast(args, echo, run_id)  # type: ignore[misc]
+        request_id = f"{self._id_prefix}{next(self._ids)}"
         self._record(request_id, tool.name, tool, outcome, started)
         return Entered(outcome, request_id, tool)
 
+    def _recorded_envelope(self, tool: Tool, args: object, echo: object,
+                           run_id: object) -> Envelope:
+        started = time.perf_counter()
+        outcome: Outcome = tool.fast(args, echo, run_id)  # type: ignore[misc]
+        self._record(f"{self._id_prefix}{next(self._ids)}", tool.name, tool, outcome, started)
+        return outcome.envelope
+
     async def _arecorded(self, tool: Tool, args: object, echo: object,
                          run_id: object) -> Entered:
-        request_id, started = self._start()
+        started = time.perf_counter()
         outcome: Outcome = await tool.fast(args, echo, run_id)  # type: ignore[misc]
+        request_id = f"{self._id_prefix}{next(self._ids)}"
         self._record(request_id, tool.name, tool, outcome, started)
         return Entered(outcome, request_id, tool)
 
@@ -312,16 +321,16 @@ class Gate(Queries):
                                       run_id: object) -> dict[str, Any]:
             return _for_model(await self._arecorded(tool, args, echo, run_id), args)
 
+        def recorded_for_model(tool: Tool, args: object, echo: object,
+                               run_id: object) -> dict[str, Any]:
+            return _for_model(self._recorded(tool, args, echo, run_id), args)
+
         return Entries(
             general={"call_tool": self._call_tool, "call_for_model": self._call_for_model,
                      "acall_tool": self._acall_tool, "acall_for_model": self._acall_for_model},
-            recorded={
-                "call_tool": lambda tool, args, echo, run_id: self._recorded(
-                    tool, args, echo, run_id).outcome.envelope,
-                "call_for_model": lambda tool, args, echo, run_id: _for_model(
-                    self._recorded(tool, args, echo, run_id), args),
-                "acall_tool": arecorded_envelope, "acall_for_model": arecorded_for_model},
-            request_id=lambda: f"{self._id_prefix}{next(self._ids)}")
+            recorded={"call_tool": self._recorded_envelope, "call_for_model": recorded_for_model,
+                      "acall_tool": arecorded_envelope, "acall_for_model": arecorded_for_model},
+            ids=(self._id_prefix, self._ids))
 
     # -- counters and memory -------------------------------------------------------------------
 

@@ -23,9 +23,10 @@ tool's entries go there straight away.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ._answers import is_retryable, marks_sensitive, transport_failure
@@ -92,18 +93,18 @@ class Entries:
     ``general[point](call)`` answers a ``Call`` by the general steps, as
     ``point`` answers (an envelope, or a model's answer; a coroutine for the
     async points). ``recorded[point](tool, args, echo, run_id)`` answers a
-    plain call by the tool's compiled read, with a record. ``request_id()`` is
-    the next request id of a model's answer.
+    plain call by the tool's compiled read, with a record. ``ids`` is the prefix
+    and the counter of the gate's request ids.
     """
 
-    __slots__ = ("general", "recorded", "request_id")
+    __slots__ = ("general", "ids", "recorded")
 
     def __init__(self, general: Mapping[str, Callable[[Call], Any]],
                  recorded: Mapping[str, Callable[..., Any]],
-                 request_id: Callable[[], str]) -> None:
+                 ids: tuple[str, Iterator[int]]) -> None:
         self.general = general
         self.recorded = recorded
-        self.request_id = request_id
+        self.ids = ids
 
 
 class Runtime:
@@ -204,12 +205,10 @@ class Tool:
         general = entries.general[point]
         if self.fast is None or point.startswith("a") != self.is_async:
             return _general_entry(self.name, general)
-        recorded = entries.recorded[point]
-        tool = self
         guard = Guard(runtime.table, self.entry, runtime, general,
-                      lambda args, echo, run_id: recorded(tool, args, echo, run_id))
+                      functools.partial(entries.recorded[point], self))
         if point.endswith("for_model"):
-            return compile_model_entry(self.contract, self.fast, guard, entries.request_id,
+            return compile_model_entry(self.contract, self.fast, guard, entries.ids,
                                        self.redacts, is_async=self.is_async)
         return self._compiled(runtime, guard)
 
