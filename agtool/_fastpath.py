@@ -70,7 +70,9 @@ def compile_key_call(contract: ToolContract, version: str) -> Callable[..., Any]
     emit(1, "snapshot = value")
     emit(1, "try:")
     emit_key(emitter, key_source(contract.name, version, contract.args), 2, "return None")
-    emit(2, "hash(key)  # a run_id that cannot be hashed: no key")
+    # Every other part is a checked scalar or a key of a container: only a run_id may fail.
+    emit(2, "if run_id is not None and type(run_id) is not str:")
+    emit(3, "hash(run_id)  # a run_id that cannot be hashed: no key")
     emit(1, "except Exception:  # a value nobody can key is simply not remembered")
     emit(2, "return None")
     emit(1, "return key")
@@ -94,19 +96,17 @@ class Guard(NamedTuple):
     recorded: Callable[[object, object, object], Any]
 
 
-def _logs_cached() -> Callable[[int], object]:
-    """``agtool.calls``' cached answer to ``isEnabledFor(level)`` (``None``: not cached).
+def _logs_cache() -> dict[int, bool]:
+    """``agtool.calls``' own cache of its ``isEnabledFor`` answers, by level.
 
-    ``Logger.isEnabledFor`` answers from a per-logger cache that ``setLevel``,
-    ``logging.disable`` and the other level changes clear in place, and a
-    cached ``False`` is what it would answer (a disabled logger answers
-    ``False`` too). Reading that cache is a dict lookup where the method is a
-    Python call; where it does not exist, nothing is ever taken as cached.
+    ``Logger.isEnabledFor`` answers from this per-logger dict, which
+    ``setLevel``, ``logging.disable`` and the other level changes clear in
+    place; reading it is a subscript where the method is a Python call. A
+    logger without one (another Python) gives an empty dict: never cached,
+    the method is always asked.
     """
     cache = getattr(_records_log, "_cache", None)
-    if isinstance(cache, dict):
-        return cache.get
-    return lambda level: None
+    return cache if isinstance(cache, dict) else {}
 
 
 def _emit_guard(emitter: Emitter, name: str, guard: Guard, asynchronous: bool) -> None:
@@ -118,7 +118,7 @@ def _emit_guard(emitter: Emitter, name: str, guard: Guard, asynchronous: bool) -
         GUARD_RETURNS=entry["returns"], GUARD_TABLE=guard.table,
         guard_runtime=guard.runtime, guard_general=guard.general,
         guard_recorded=guard.recorded, guard_logs=_records_log.isEnabledFor,
-        guard_logs_cached=_logs_cached(), GUARD_INFO=logging.INFO, Call=Call)
+        GUARD_LOGS_CACHE=_logs_cache(), GUARD_INFO=logging.INFO, Call=Call)
     emit = emitter.emit
     wait = "await " if asynchronous else ""
     general = f"return {wait}guard_general(Call(GUARD_NAME, {ENTRY_PARAMS}))"
@@ -135,8 +135,12 @@ def _emit_guard(emitter: Emitter, name: str, guard: Guard, asynchronous: bool) -
     emit(1, "if not live:")
     emit(2, general)
     # The logger's own answer, as isEnabledFor caches it: asked again only when not cached.
-    emit(1, "if guard_runtime.records is not None or ("
-            "guard_logs_cached(GUARD_INFO) is not False and guard_logs(GUARD_INFO)):")
+    # (A cached True of a logger disabled since goes to the recorder, which asks again.)
+    emit(1, "try:")
+    emit(2, "logs = GUARD_LOGS_CACHE[GUARD_INFO]")
+    emit(1, "except KeyError:")
+    emit(2, "logs = guard_logs(GUARD_INFO)")
+    emit(1, "if logs or guard_runtime.records is not None:")
     emit(2, f"return {wait}guard_recorded(value, echo, run_id)")
 
 
