@@ -1,6 +1,6 @@
-"""Time the gate against a bare call and its peers, and judge every speed target.
+"""Time the gate against its fused reference, a bare call and its peers; judge every target.
 
-    python bench/bench_gate.py              # full run, 30 to 50 s
+    python bench/bench_gate.py              # full run, about two minutes
     python bench/bench_gate.py --quick      # a few seconds (what the report runs)
     python bench/bench_gate.py --rounds 60  # the full plan's batches, 60 rounds
     python bench/bench_gate.py --json       # the figures as JSON
