@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import traceback
 from collections.abc import Iterator
 
 import pytest
@@ -92,3 +94,33 @@ def test_an_entry_swapped_in_the_table_runs_on_its_next_call() -> None:
     second = gate.call_tool("stock_lookup", ARGS)
     assert first["value"]["rows"][0]["store"] != "swapped"
     assert second["value"]["rows"][0]["store"] == "swapped"
+
+
+
+async def _interrupting(sku: str, region: str, limit: int) -> dict[str, object]:
+    raise KeyboardInterrupt
+
+
+def _interrupting_sync(sku: str, region: str, limit: int) -> dict[str, object]:
+    raise KeyboardInterrupt
+
+
+def _called(gate: Gate, point: str) -> None:
+    answer = getattr(gate, point)("stock_lookup", ARGS)
+    if point.startswith("a"):
+        asyncio.run(answer)
+
+
+@pytest.mark.parametrize("point", ["call_tool", "call_for_model", "acall_tool",
+                                   "acall_for_model"])
+def test_every_entry_point_takes_the_compiled_read_of_a_plain_call(point: str) -> None:
+    """All four entry points, ``acall_for_model`` included, answer a plain read by its
+    compiled steps alone: the interrupt out of the body passes through the compiled
+    read's frames and through none of the general steps'."""
+    body = _interrupting if point.startswith("a") else _interrupting_sync
+    gate = Gate({"stock_lookup": {**TOOLS["stock_lookup"], "fn": body}})
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _called(gate, point)
+    frames = [frame.filename for frame in traceback.extract_tb(caught.value.__traceback__)]
+    assert any(name.startswith(("<agtool entry", "<agtool fast")) for name in frames), frames
+    assert not any(name.endswith("_steps.py") for name in frames), frames
