@@ -18,6 +18,8 @@ caller's object before it is copied, so an oversized refusal costs O(1).
 
 from __future__ import annotations
 
+import itertools
+import linecache
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -26,8 +28,8 @@ from ._contract import Spec, is_closed
 from ._patterns import fullmatcher
 from ._reasons import EMPTY, NOT_OBJECT, RANGE, SHAPE, TOO_BIG, shown
 
-__all__ = ["UNDECLARED", "Emitter", "compile_arg_check", "compile_copy",
-           "compile_result_check", "plain_dict"]
+__all__ = ["UNDECLARED", "UNROLL", "Emitter", "compile_arg_check", "compile_copy",
+           "compile_result_check", "copies_exactly", "emit_copy", "plain_dict"]
 
 Check = Callable[..., str]
 
@@ -67,6 +69,11 @@ class _Missing:
 
 
 _MISSING = _Missing()
+#: Numbers the functions built, so that each one's source has a ``linecache`` name of its own.
+_BUILT = itertools.count(1)
+#: Containers of at most this many items or keys (by their contract) are walked by lines
+#: written out per length instead of a loop: a loop costs about what four items do.
+UNROLL = 4
 
 
 def plain_dict(value: dict[Any, Any]) -> dict[Any, Any]:
@@ -112,11 +119,19 @@ class Emitter:
         self.emit(indent + 1, self.fail(self._reason(check)))
 
     def build(self, name: str, params: str, *, asynchronous: bool = False) -> Callable[..., Any]:
-        """The function made of the lines emitted so far."""
+        """The function made of the lines emitted so far.
+
+        Its source is registered with ``linecache`` under a name of its own
+        (``<agtool name #n>``), as attrs does for the methods it writes: a
+        traceback through it shows the very line, and a debugger can step it.
+        """
         head = f"{'async ' if asynchronous else ''}def {name}({params}):"
-        source = "\n".join([head, *self.lines])
+        source = "\n".join([head, *self.lines]) + "\n"
+        filename = f"<agtool {name} #{next(_BUILT)}>"
         namespace = dict(self.names)
-        exec(compile(source, f"<agtool {name}>", "exec"), namespace)  # noqa: S102 - our own source
+        exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own source
+        # mtime None: ``linecache.checkcache`` keeps the entry, as it keeps a module's.
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         built: Callable[..., Any] = namespace[name]
         return built
 
@@ -137,16 +152,34 @@ class Emitter:
         self.emit(indent + 1, self.fail(f"unexpected({var}, {known})"))
         self.emit(indent, "else:")
         self.emit(indent + 1, f"{var} = {var}.copy()")
-        key = self.fresh("k")
-        self.emit(indent, f"for {key} in {var}:")
         # A key that only hashes and compares like a name is not that name:
         # fn(**args) would refuse it, so the gate refuses it first.
-        self.emit(indent + 1, f"if type({key}) is not str or {key} not in {known}:")
-        self.emit(indent + 2, self.fail(f"unexpected({var}, {known})"))
+        self.known_keys(var, known, len(specs), indent,
+                        self.fail(f"unexpected({var}, {known})"))
         for arg, spec in specs.items():
             # A defect anywhere inside an argument is reported against the argument.
             self._reason = lambda check, arg=arg: repr(f"{check}:{shown(arg)}")  # type: ignore[misc]
             self.members({arg: spec}, var, indent)
+
+    def known_keys(self, var: str, known: str, most: int, indent: int, failed: str) -> None:
+        """``failed`` unless every key of the plain dict ``var`` (at most ``most`` of them)
+        is a ``str`` in ``known``: a loop, or for a few, each length's keys unpacked."""
+        if most > UNROLL:
+            key = self.fresh("k")
+            self.emit(indent, f"for {key} in {var}:")
+            self.emit(indent + 1, f"if type({key}) is not str or {key} not in {known}:")
+            self.emit(indent + 2, failed)
+            return
+        length = self.fresh("n")
+        self.emit(indent, f"{length} = len({var})")
+        for count in range(most, 0, -1):
+            keys = [self.fresh("k") for _ in range(count)]
+            self.emit(indent, f"{'if' if count == most else 'elif'} {length} == {count}:")
+            # A plain dict's own keys, unpacked in C: the loop's test for each, in its order.
+            self.emit(indent + 1, f"{', '.join(keys)}{',' if count == 1 else ''} = {var}")
+            test = " or ".join(f"type({key}) is not str or {key} not in {known}" for key in keys)
+            self.emit(indent + 1, f"if {test}:")
+            self.emit(indent + 2, failed)
 
     # -- results -------------------------------------------------------------------------------
 
@@ -284,8 +317,16 @@ class Emitter:
             self.emit(indent, f"if len({var}) != {' + '.join(declared)}:")
             self.emit(indent + 1, f"{self._exact} = False")
             # A key that only compares like a declared name would be shared by every copy.
-            key = self.fresh("k")
             self.emit(indent, f"elif {self._exact}:")
+            if not optional and 0 < len(specs) <= UNROLL:
+                # Exact so far: a plain dict of exactly these many keys, unpacked in C.
+                keys = [self.fresh("k") for _ in specs]
+                self.emit(indent + 1, f"{', '.join(keys)}{',' if len(keys) == 1 else ''} = {var}")
+                test = " or ".join(f"type({key}) is not str" for key in keys)
+                self.emit(indent + 1, f"if {test}:")
+                self.emit(indent + 2, f"{self._exact} = False")
+                return
+            key = self.fresh("k")
             self.emit(indent + 1, f"for {key} in {var}:")
             self.emit(indent + 2, f"if type({key}) is not str:")
             self.emit(indent + 3, f"{self._exact} = False")
@@ -355,14 +396,26 @@ def compile_copy(specs: Mapping[str, Spec]) -> Callable[[Any], Any] | None:
     found exact (plain ``dict`` and ``list`` all through, every key declared), or
     ``None`` for a contract with untyped parts. Scalars are immutable: shared.
     """
-    if not all(is_closed(spec) for spec in specs.values()):
+    if not copies_exactly(specs):
         return None
     emitter = Emitter()
-    emitter.emit(1, "value = value.copy()")
-    _copy_fields(emitter, specs, "value", 1)
+    emit_copy(emitter, specs, "value", "value", 1)
     emitter.emit(1, "return value")
     copy: Callable[[Any], Any] = emitter.build("copy_result", "value")
     return copy
+
+
+def copies_exactly(specs: Mapping[str, Spec]) -> bool:
+    """Whether ``compile_copy`` (``emit_copy``) can copy a value of ``specs`` found exact."""
+    return all(is_closed(spec) for spec in specs.values())
+
+
+def emit_copy(emitter: Emitter, specs: Mapping[str, Spec], source: str, target: str,
+              indent: int) -> None:
+    """Lines leaving in ``target`` a fresh copy of the exact value in ``source``: the body
+    of ``compile_copy``, also written straight into a compiled read (``_fastpath``)."""
+    emitter.emit(indent, f"{target} = {source}.copy()")
+    _copy_fields(emitter, specs, target, indent)
 
 
 def _copy_fields(emitter: Emitter, specs: Mapping[str, Spec], var: str, indent: int) -> None:
@@ -382,15 +435,33 @@ def _copy_fields(emitter: Emitter, specs: Mapping[str, Spec], var: str, indent: 
             emitter.emit(indent + 1, f"{var}[{key!r}] = {field}")
 
 
+def _flat(item: Spec | Mapping[str, Spec] | None) -> bool:
+    """Whether a list item of this spec is copied by its own ``.copy()`` (no containers in
+    it), or needs no copy at all (a scalar, ``None``: checked, and immutable)."""
+    if isinstance(item, Spec):
+        return item.type != "dict" and (item.type != "list" or item.item is None
+                                        or _scalar(item.item))
+    return item is None or all(_scalar(field) for field in item.values())
+
+
+def _scalar(spec: Spec | Mapping[str, Spec]) -> bool:
+    return isinstance(spec, Spec) and spec.type not in ("list", "dict")
+
+
 def _copy_container(emitter: Emitter, spec: Spec, var: str, indent: int) -> None:
     """Copy the list or named-key dict in ``var``, and each container inside it."""
-    emitter.emit(indent, f"{var} = {var}.copy()")
     item = spec.item
     if spec.type == "dict":
+        emitter.emit(indent, f"{var} = {var}.copy()")
         _copy_fields(emitter, item, var, indent)  # type: ignore[arg-type]  # closed: named
         return
-    if isinstance(item, Spec) and item.type not in ("list", "dict"):
+    if item is None or _scalar(item):
+        emitter.emit(indent, f"{var} = {var}.copy()")
         return
+    if _flat(item) and spec.max_len is not None and 0 < spec.max_len <= UNROLL:
+        _copy_unrolled(emitter, var, spec.max_len, indent)
+        return
+    emitter.emit(indent, f"{var} = {var}.copy()")
     index, element = emitter.fresh("i"), emitter.fresh("v")
     emitter.emit(indent, f"for {index} in range(len({var})):")
     emitter.emit(indent + 1, f"{element} = {var}[{index}]")
@@ -398,5 +469,19 @@ def _copy_container(emitter: Emitter, spec: Spec, var: str, indent: int) -> None
         _copy_container(emitter, item, element, indent + 1)
     else:
         emitter.emit(indent + 1, f"{element} = {element}.copy()")
-        _copy_fields(emitter, item, element, indent + 1)  # type: ignore[arg-type]
+        _copy_fields(emitter, item, element, indent + 1)
     emitter.emit(indent + 1, f"{var}[{index}] = {element}")
+
+
+def _copy_unrolled(emitter: Emitter, var: str, max_len: int, indent: int) -> None:
+    """A list of at most ``max_len`` flat containers, copied by one display per length
+    (the result check has refused a longer one; the loop is there only for the empty)."""
+    length = emitter.fresh("n")
+    emitter.emit(indent, f"{length} = len({var})")
+    for count in range(max_len, 0, -1):
+        items = ", ".join(f"{var}[{index}].copy()" for index in range(count))
+        emitter.emit(indent, f"{'if' if count == max_len else 'elif'} {length} == {count}:")
+        emitter.emit(indent + 1, f"{var} = [{items}]")
+    item = emitter.fresh("v")
+    emitter.emit(indent, "else:")
+    emitter.emit(indent + 1, f"{var} = [{item}.copy() for {item} in {var}]")

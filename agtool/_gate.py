@@ -20,10 +20,11 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from itertools import count
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._answers import error_code, model_answer
 from ._authority import Approval, gate_scope
+from ._call import Call, Refusal
 from ._contract import check_table
 from ._keys import bind_store, gate_keys
 from ._lookup import Registry
@@ -32,7 +33,7 @@ from ._outcome import Envelope, Outcome
 from ._pool import BodyPool
 from ._queries import Queries
 from ._records import RecordSink, record_call, records_log, shown_tool
-from ._steps import Runtime, Tool, call_async, call_sync
+from ._steps import Entries, Runtime, Tool, call_async, call_sync
 from ._store import SqliteStore, WriteStore, open_store
 
 __all__ = ["DEFAULT_LEASE", "DEFAULT_SCOPE", "DEFAULT_WORKERS", "Gate"]
@@ -47,6 +48,22 @@ DEFAULT_SCOPE: frozenset[str] = frozenset({"read_public"})
 DEFAULT_LEASE = 300.0
 #: Worker threads per gate for sync bodies with a timeout.
 DEFAULT_WORKERS = 8
+
+
+class Entered(NamedTuple):
+    """What the gate's general path, or its recorder, came to for one call."""
+
+    outcome: Outcome
+    request_id: str
+    tool: Tool | Refusal
+
+
+def _for_model(entered: Entered, args: object) -> dict[str, Any]:
+    """A call's outcome in the form handed to a model (``call_for_model``)."""
+    tool = entered.tool
+    if isinstance(tool, Refusal):
+        return model_answer(entered.outcome, None, args, entered.request_id)
+    return model_answer(entered.outcome, tool.contract, args, entered.request_id, tool.redacts)
 
 
 class Gate(Queries):
@@ -115,13 +132,25 @@ class Gate(Queries):
             raise
         pool = BodyPool(workers)
         self._store_lock = threading.Lock()
-        self.records = records
         self.cache = Memo(memo_size, clock=clock)
-        self._runtime = Runtime(self.cache, lambda: self.store, float(memo_ttl), pending_wait,
-                               float(lease), pool, self._keys)
-        self._tools = Registry(table, contracts, self._scope, self._runtime)
         self._ids = count(1)
         self._id_prefix = "req_" + secrets.token_hex(4) + "_"
+        self._runtime = Runtime(self.cache, lambda: self.store, float(memo_ttl), pending_wait,
+                                float(lease), pool, self._keys, table, self._entries())
+        self.records = records
+        self._tools = Registry(table, contracts, self._scope, self._runtime)
+        #: The tools by name, as the registry compiled them: what a call is routed by.
+        self._routes = self._tools.compiled
+
+    @property
+    def records(self) -> RecordSink | None:
+        """What receives one ``CallRecord`` per call; ``None``: only the ``agtool.calls`` log."""
+        sink: RecordSink | None = self._runtime.records
+        return sink
+
+    @records.setter
+    def records(self, sink: RecordSink | None) -> None:
+        self._runtime.records = sink  # read there by every tool's entry, on every call
 
     @property
     def pending_wait(self) -> float:
@@ -147,6 +176,9 @@ class Gate(Queries):
             return self._store
 
     # -- calls ---------------------------------------------------------------------------------
+    # Each entry point routes a call by name to the tool's own entry for it, which takes the
+    # tool's compiled read or hands the call, as one ``Call``, to ``_enter`` / ``_aenter``
+    # (see ``_steps.Tool``); a name the gate has not compiled goes there at once.
 
     def call_tool(
         self, name: object, args: object, echo: Mapping[str, object] | None = None, *,
@@ -169,18 +201,13 @@ class Gate(Queries):
         instead of running. ``KeyboardInterrupt`` and other ``BaseException`` s
         raised by the body propagate.
         """
-        found = self._tools.lookup(name)
-        if scope is None and not dry_run and self.records is None and not isinstance(found, str):
-            fast = found.fast
-            # Nobody records this call: a plain read in scope is its compiled steps alone.
-            if fast is not None and not records_log.isEnabledFor(_INFO):
-                envelope: Envelope = fast(args, echo, run_id)
-                return envelope
-        request_id, started = self._start()
-        outcome = call_sync(self._runtime, found, args, echo, scope, run_id, step_id, approvals,
-                            dry_run)
-        self._record(request_id, name, found, outcome, started)
-        return outcome.envelope
+        tool = self._routes.get(name) if type(name) is str else None
+        if tool is None:
+            return self._call_tool(Call(name, args, echo, scope, run_id, step_id, approvals,
+                                        dry_run))
+        envelope: Envelope = tool.call_tool(args, echo, scope, run_id, step_id, approvals,
+                                            dry_run)
+        return envelope
 
     async def acall_tool(
         self, name: object, args: object, echo: Mapping[str, object] | None = None, *,
@@ -193,17 +220,13 @@ class Gate(Queries):
         contract has one; a sync body runs in a worker thread, so the event
         loop is never blocked. ``asyncio.CancelledError`` propagates.
         """
-        found = self._tools.lookup(name)
-        if scope is None and not dry_run and self.records is None and not isinstance(found, str):
-            fast = found.afast
-            if fast is not None and not records_log.isEnabledFor(_INFO):
-                envelope: Envelope = await fast(args, echo, run_id)
-                return envelope
-        request_id, started = self._start()
-        outcome = await call_async(self._runtime, found, args, echo, scope, run_id, step_id,
-                                   approvals, dry_run)
-        self._record(request_id, name, found, outcome, started)
-        return outcome.envelope
+        tool = self._routes.get(name) if type(name) is str else None
+        if tool is None:
+            return await self._acall_tool(Call(name, args, echo, scope, run_id, step_id,
+                                               approvals, dry_run))
+        envelope: Envelope = await tool.acall_tool(args, echo, scope, run_id, step_id,
+                                                   approvals, dry_run)
+        return envelope
 
     def call_for_model(
         self, name: object, args: object, echo: Mapping[str, object] | None = None, *,
@@ -219,20 +242,13 @@ class Gate(Queries):
         instructions). Failure: ``{"ok": False, "error": {"code", "retryable",
         "message", "details"}, "request_id"}`` (see ``model_error``).
         """
-        found = self._tools.lookup(name)
-        if scope is None and not dry_run and self.records is None and not isinstance(found, str):
-            fast = found.fast_outcome
-            # As in call_tool: nobody records this call, so it is its compiled steps alone.
-            if fast is not None and not records_log.isEnabledFor(_INFO):
-                return model_answer(fast(args, echo, run_id), found.contract, args,
-                                    f"{self._id_prefix}{next(self._ids)}", found.redacts)
-        request_id, started = self._start()
-        outcome = call_sync(self._runtime, found, args, echo, scope, run_id, step_id, approvals,
-                            dry_run)
-        self._record(request_id, name, found, outcome, started)
-        if isinstance(found, str):
-            return model_answer(outcome, None, args, request_id)
-        return model_answer(outcome, found.contract, args, request_id, found.redacts)
+        tool = self._routes.get(name) if type(name) is str else None
+        if tool is None:
+            return self._call_for_model(Call(name, args, echo, scope, run_id, step_id,
+                                             approvals, dry_run))
+        answer: dict[str, Any] = tool.call_for_model(args, echo, scope, run_id, step_id,
+                                                     approvals, dry_run)
+        return answer
 
     async def acall_for_model(
         self, name: object, args: object, echo: Mapping[str, object] | None = None, *,
@@ -240,14 +256,87 @@ class Gate(Queries):
         step_id: str | None = None, approvals: Iterable[Approval] = (), dry_run: bool = False,
     ) -> dict[str, Any]:
         """``call_for_model`` for async callers, as ``acall_tool`` is to ``call_tool``."""
-        found = self._tools.lookup(name)
+        tool = self._routes.get(name) if type(name) is str else None
+        if tool is None:
+            return await self._acall_for_model(Call(name, args, echo, scope, run_id, step_id,
+                                                    approvals, dry_run))
+        answer: dict[str, Any] = await tool.acall_for_model(args, echo, scope, run_id, step_id,
+                                                            approvals, dry_run)
+        return answer
+
+    # -- the general path: one Call, through every step, recorded --------------------------------
+
+    def _enter(self, call: Call) -> Entered:
+        """The sync path of a call no compiled read answers: lookup, the steps, the record."""
+        found = self._tools.lookup(call.name)
         request_id, started = self._start()
-        outcome = await call_async(self._runtime, found, args, echo, scope, run_id, step_id,
-                                   approvals, dry_run)
-        self._record(request_id, name, found, outcome, started)
-        if isinstance(found, str):
-            return model_answer(outcome, None, args, request_id)
-        return model_answer(outcome, found.contract, args, request_id, found.redacts)
+        outcome = call_sync(self._runtime, found, call)
+        self._record(request_id, call.name, found, outcome, started)
+        return Entered(outcome, request_id, found)
+
+    async def _aenter(self, call: Call) -> Entered:
+        """``_enter`` on the async path."""
+        found = self._tools.lookup(call.name)
+        request_id, started = self._start()
+        outcome = await call_async(self._runtime, found, call)
+        self._record(request_id, call.name, found, outcome, started)
+        return Entered(outcome, request_id, found)
+
+    def _recorded(self, tool: Tool, args: object, echo: object, run_id: object) -> Entered:
+        """A plain call answered by the tool's compiled read, with its record."""
+        started = time.perf_counter()
+        outcome: Outcome = tool.fast(args, echo, run_id)  # type: ignore[misc]
+        request_id = f"{self._id_prefix}{next(self._ids)}"
+        self._record(request_id, tool.name, tool, outcome, started)
+        return Entered(outcome, request_id, tool)
+
+    def _recorded_envelope(self, tool: Tool, args: object, echo: object,
+                           run_id: object) -> Envelope:
+        started = time.perf_counter()
+        outcome: Outcome = tool.fast(args, echo, run_id)  # type: ignore[misc]
+        self._record(f"{self._id_prefix}{next(self._ids)}", tool.name, tool, outcome, started)
+        return outcome.envelope
+
+    async def _arecorded(self, tool: Tool, args: object, echo: object,
+                         run_id: object) -> Entered:
+        started = time.perf_counter()
+        outcome: Outcome = await tool.fast(args, echo, run_id)  # type: ignore[misc]
+        request_id = f"{self._id_prefix}{next(self._ids)}"
+        self._record(request_id, tool.name, tool, outcome, started)
+        return Entered(outcome, request_id, tool)
+
+    def _call_tool(self, call: Call) -> Envelope:
+        return self._enter(call).outcome.envelope
+
+    def _call_for_model(self, call: Call) -> dict[str, Any]:
+        return _for_model(self._enter(call), call.args)
+
+    async def _acall_tool(self, call: Call) -> Envelope:
+        return (await self._aenter(call)).outcome.envelope
+
+    async def _acall_for_model(self, call: Call) -> dict[str, Any]:
+        return _for_model(await self._aenter(call), call.args)
+
+    def _entries(self) -> Entries:
+        """What a tool's entries hand the calls they do not answer themselves: this gate's."""
+        async def arecorded_envelope(tool: Tool, args: object, echo: object,
+                                     run_id: object) -> Envelope:
+            return (await self._arecorded(tool, args, echo, run_id)).outcome.envelope
+
+        async def arecorded_for_model(tool: Tool, args: object, echo: object,
+                                      run_id: object) -> dict[str, Any]:
+            return _for_model(await self._arecorded(tool, args, echo, run_id), args)
+
+        def recorded_for_model(tool: Tool, args: object, echo: object,
+                               run_id: object) -> dict[str, Any]:
+            return _for_model(self._recorded(tool, args, echo, run_id), args)
+
+        return Entries(
+            general={"call_tool": self._call_tool, "call_for_model": self._call_for_model,
+                     "acall_tool": self._acall_tool, "acall_for_model": self._acall_for_model},
+            recorded={"call_tool": self._recorded_envelope, "call_for_model": recorded_for_model,
+                      "acall_tool": arecorded_envelope, "acall_for_model": arecorded_for_model},
+            ids=(self._id_prefix, self._ids))
 
     # -- counters and memory -------------------------------------------------------------------
 
@@ -270,13 +359,13 @@ class Gate(Queries):
     def _start(self) -> tuple[str, float]:
         return f"{self._id_prefix}{next(self._ids)}", time.perf_counter()
 
-    def _record(self, request_id: str, name: object, found: Tool | str, outcome: Outcome,
+    def _record(self, request_id: str, name: object, found: Tool | Refusal, outcome: Outcome,
                 started: float) -> None:
         """One ``CallRecord`` per call, when anyone listens; a broken sink breaks nothing."""
         if self.records is None and not records_log.isEnabledFor(_INFO):
             return
         latency_ms = (time.perf_counter() - started) * 1000
-        tool = None if isinstance(found, str) else found
+        tool = None if isinstance(found, Refusal) else found
         try:
             record_call(self.records, request_id,
                         shown_tool(name) if tool is None else tool.shown_name,

@@ -13,9 +13,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ._call import BROKEN, UNKNOWN, Refusal
 from ._contract import ToolContract, check_table, parse_entry
 from ._errors import ContractError
-from ._reasons import BAD_CONTRACT, UNKNOWN_TOOL
 from ._stats import Counts
 from ._steps import Runtime, Tool
 
@@ -34,16 +34,18 @@ class Registry:
         self.counts: dict[str, Counts] = {}
         self._scope = scope
         self._runtime = runtime
-        self._tools: dict[str, Tool] = {
+        #: The tools compiled so far, by name: the gate's entry points route a call by it,
+        #: and each tool's entry checks that its table entry is still the one it compiled.
+        self.compiled: dict[str, Tool] = {
             name: Tool(table[name], contract, self.counts_for(name), scope, runtime)
             for name, contract in contracts.items()}
 
     def counts_for(self, name: str) -> Counts:
         return self.counts.setdefault(name, Counts())
 
-    def lookup(self, name: object) -> Tool | str:
-        """The compiled tool called ``name``, or ``unknown_tool`` / ``bad_contract``."""
-        tool = self._tools.get(name) if type(name) is str else None
+    def lookup(self, name: object) -> Tool | Refusal:
+        """The compiled tool called ``name``, or the ``Refusal`` of a name with none."""
+        tool = self.compiled.get(name) if type(name) is str else None
         if tool is not None:
             # Identity, not equality: cheap enough for every call, and swapping an
             # entry, its fn, its args or its returns takes effect on the next call.
@@ -56,19 +58,19 @@ class Registry:
                 pass
         return self._look_again(name)
 
-    def _look_again(self, name: object) -> Tool | str:
+    def _look_again(self, name: object) -> Tool | Refusal:
         if type(name) is not str:
-            return UNKNOWN_TOOL
+            return UNKNOWN
         try:
             entry = self.table.get(name)
         except Exception:  # a table whose lookup raises has no such tool
-            return UNKNOWN_TOOL
+            return UNKNOWN
         if entry is None:
-            return UNKNOWN_TOOL
+            return UNKNOWN
         return self._recompile(name, entry)
 
-    def _recompile(self, name: str, entry: Any) -> Tool | str:
-        if self._tools.pop(name, None) is not None:
+    def _recompile(self, name: str, entry: Any) -> Tool | Refusal:
+        if self.compiled.pop(name, None) is not None:
             # What the old contract remembered was checked against the old contract.
             self._runtime.memo.forget(lambda key: key[0] == name)  # type: ignore[index]
         try:
@@ -78,15 +80,15 @@ class Registry:
             # Registration already refused the table as it was; an entry broken
             # afterwards must still not crash an agent's run.
             _log.error("contract refused at call time: %s", exc)
-            return BAD_CONTRACT
+            return BROKEN
         except Exception:  # an entry that cannot even be read (its own methods raise)
             _log.error("contract of a tool could not be read at call time")
-            return BAD_CONTRACT
-        self._tools[name] = tool
+            return BROKEN
+        self.compiled[name] = tool
         return tool
 
     def refresh(self) -> None:
         """Revalidate the whole table now; raises ``ContractError`` if it is malformed."""
         check_table(self.table)
-        self._tools.clear()
+        self.compiled.clear()
 

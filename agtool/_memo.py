@@ -21,15 +21,16 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
+from ._compile import Emitter
 from ._contract import Spec, is_closed
 from ._stats import Counts
 
-__all__ = ["DEFAULT_MEMO_SIZE", "DEFAULT_MEMO_TTL", "MAX_DEPTH", "MISS", "Frozen", "Memo",
-           "cache_key", "compile_key", "freeze", "key_source", "thaw"]
+__all__ = ["DEFAULT_MEMO_SIZE", "DEFAULT_MEMO_TTL", "MAX_DEPTH", "MISS", "Frozen", "KeySource",
+           "Memo", "cache_key", "compile_key", "emit_key", "freeze", "key_source", "thaw"]
 
 #: How many values a gate remembers unless told otherwise: enough for the
 #: repeats of one agent run and then some, small enough to live in a service.
@@ -197,33 +198,80 @@ def _open_part(value: object) -> object:
     return _NO_KEY if walked is None else walked
 
 
-def key_source(name: str, version: str,
-               specs: Mapping[str, Spec]) -> tuple[str, bool, dict[str, Any]]:
-    """The memo key of checked args as Python source: ``(expression, spoilable, names)``.
+class KeySource(NamedTuple):
+    """The memo key of checked args as Python source (see ``key_source``)."""
 
-    ``expression`` reads ``snapshot`` and ``run_id``; ``spoilable`` says the
-    key may hold ``KEY_NONE`` (a part that cannot be keyed: then there is no
-    key); ``names`` are the constants it refers to.
-    """
-    parts = []
-    containers = False
+    #: Reads ``snapshot`` and ``run_id``; each closed container keyed by ``key_exact``.
+    expression: str
+    #: The same key with each closed container's orjson written in place, or ``""`` when
+    #: there is none: it raises ``KEY_ENCODE_ERROR`` where ``expression`` would walk instead.
+    inline: str
+    #: Whether the key may hold ``KEY_NONE`` (a part that cannot be keyed: then there is none).
+    spoilable: bool
+    #: The constants both refer to.
+    names: dict[str, Any]
+
+
+def key_source(name: str, version: str, specs: Mapping[str, Spec]) -> KeySource:
+    """The memo key of checked args as Python source, for ``compile_key`` and the compiled
+    reads (``_fastpath``), which write ``inline`` in a ``try`` and ``expression`` in its
+    ``except KEY_ENCODE_ERROR``."""
+    parts, inline_parts = [], []
+    containers = inlined = False
     for number, (arg, spec) in enumerate(specs.items()):
         read = f"snapshot[{arg!r}]" if spec.required else f"snapshot.get({arg!r}, KEY_ABSENT)"
+        inline = read
         if spec.type in ("list", "dict"):
             containers = True
-            part = "key_exact" if is_closed(spec) else "key_open"
+            closed = is_closed(spec)
+            part = "key_exact" if closed else "key_open"
             # An absent optional container is keyed as absent, not as a value.
             read = (f"{part}({read})" if spec.required else
                     f"(KEY_ABSENT if (key{number} := {read}) is KEY_ABSENT "
                     f"else {part}(key{number}))")
+            if closed:
+                inlined = True
+                inline = (f"key_dumps({inline}, option=KEY_OPTION)" if spec.required else
+                          f"(KEY_ABSENT if (key{number} := {inline}) is KEY_ABSENT "
+                          f"else key_dumps(key{number}, option=KEY_OPTION))")
+            else:
+                inline = read
         elif spec.type == "float":
-            read = f"key_float({read})"
+            read = inline = f"key_float({read})"
         parts.append(read)
-    expression = f"(KEY_NAME, KEY_VERSION, run_id{''.join(', ' + part for part in parts)})"
+        inline_parts.append(inline)
+    head = "(KEY_NAME, KEY_VERSION, run_id"
+    expression = f"{head}{''.join(', ' + part for part in parts)})"
+    inline = f"{head}{''.join(', ' + part for part in inline_parts)})" if inlined else ""
     names: dict[str, Any] = {
         "KEY_NAME": name, "KEY_VERSION": version, "KEY_ABSENT": MISS, "KEY_NONE": _NO_KEY,
-        "key_float": _float_part, "key_exact": _exact_part, "key_open": _open_part}
-    return expression, containers, names
+        "key_float": _float_part, "key_exact": _exact_part, "key_open": _open_part,
+        "key_dumps": orjson.dumps, "KEY_OPTION": _ORJSON,
+        "KEY_ENCODE_ERROR": orjson.JSONEncodeError}
+    return KeySource(expression, inline, containers, names)
+
+
+def emit_key(emitter: Any, source: KeySource, indent: int, spoiled: str) -> None:
+    """``key = <the key>`` on ``emitter`` (an ``Emitter``): orjson in place where it writes
+    the key exactly, the walk where it cannot; ``spoiled`` is the statement run when a part
+    could not be keyed."""
+    emitter.names.update(source.names)
+    emit = emitter.emit
+    if not source.inline:
+        emit(indent, f"key = {source.expression}")
+        if source.spoilable:
+            emit(indent, "if KEY_NONE in key:")
+            emit(indent + 1, spoiled)
+        return
+    emit(indent, "try:")
+    emit(indent + 1, f"key = {source.inline}")
+    if "key_open(" in source.inline:
+        emit(indent + 1, "if KEY_NONE in key:")
+        emit(indent + 2, spoiled)
+    emit(indent, "except KEY_ENCODE_ERROR:  # a huge int or a lone surrogate: walked")
+    emit(indent + 1, f"key = {source.expression}")
+    emit(indent + 1, "if KEY_NONE in key:")
+    emit(indent + 2, spoiled)
 
 
 def compile_key(name: str, version: str, specs: Mapping[str, Spec],
@@ -244,12 +292,12 @@ def compile_key(name: str, version: str, specs: Mapping[str, Spec],
             hexed = digest(snapshot)
             return (name, version, run_id, hexed) if hexed else None
         return key_of_digest
-    expression, spoilable, names = key_source(name, version, specs)
-    lines = ["def key_of(snapshot, run_id):", f"    key = {expression}",
-             # A part that cannot be keyed spoils the whole key; scalars never do.
-             "    return None if KEY_NONE in key else key" if spoilable else "    return key"]
-    exec(compile("\n".join(lines), "<agtool key>", "exec"), names)  # noqa: S102 - our own source
-    key_of: Callable[[dict[str, Any], object], Hashable | None] = names["key_of"]
+    emitter = Emitter()
+    # A part that cannot be keyed spoils the whole key; scalars never do.
+    emit_key(emitter, key_source(name, version, specs), 1, "return None")
+    emitter.emit(1, "return key")
+    key_of: Callable[[dict[str, Any], object], Hashable | None] = emitter.build(
+        "key_of", "snapshot, run_id")
     return key_of
 
 
@@ -274,13 +322,18 @@ class Memo:
                  clock: Callable[[], float] = time.monotonic) -> None:
         if type(size) is not int or size < 0:
             raise ValueError(f"memo size must be a non-negative int, got {size!r}")
-        self.size = size
+        self._size = size
         self.clock = clock
         #: ``key -> (frozen, expires at, owner's Counts)``, least recently used first. Read
         #: directly by the compiled reads (``_fastpath``), which is why it is not private.
         self.entries: OrderedDict[Hashable, tuple[Frozen, float, Counts]] = \
             OrderedDict()
         self._walk = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        """How many values it holds at most; fixed when it is made (compiled reads hold it)."""
+        return self._size
 
     def get(self, key: Hashable) -> Any:
         """The frozen value held for ``key`` (see ``thaw``), or ``MISS``."""
@@ -298,7 +351,7 @@ class Memo:
 
     def put(self, key: Hashable, frozen: Frozen, ttl: float, counts: Counts) -> None:
         """Hold ``frozen`` for ``ttl`` seconds, evicting the least recently used past ``size``."""
-        if ttl <= 0 or self.size == 0:
+        if ttl <= 0 or self._size == 0:
             return
         entries = self.entries
         entries[key] = (frozen, self.clock() + ttl, counts)
@@ -306,7 +359,13 @@ class Memo:
             entries.move_to_end(key)
         except KeyError:  # evicted or expired by another thread between the two lines
             return
-        while len(entries) > self.size:
+        if len(entries) > self._size:
+            self.evict()
+
+    def evict(self) -> None:
+        """Drop the least recently used values until it holds no more than its size."""
+        entries = self.entries
+        while len(entries) > self._size:
             try:
                 _, (_, _, owner) = entries.popitem(last=False)
             except KeyError:  # emptied by another thread meanwhile

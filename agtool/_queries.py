@@ -12,8 +12,10 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from ._authority import Approval, issue
+from ._call import Refusal
 from ._compile import UNDECLARED, plain_dict
 from ._contract import ToolContract
+from ._fastpath import REFUSED
 from ._keys import Keys
 from ._lookup import Registry
 from ._memo import cache_key
@@ -48,7 +50,7 @@ class Queries:
     def contract(self, name: str) -> ToolContract | None:
         """The validated contract of ``name``, or ``None`` if the table has no valid entry."""
         tool = self._tools.lookup(name)
-        return None if isinstance(tool, str) else tool.contract
+        return None if isinstance(tool, Refusal) else tool.contract
 
     def cache_key(self, name: str, args: object, run_id: str | None = None,
                   echo: Mapping[str, object] | None = None) -> Hashable | None:
@@ -60,8 +62,13 @@ class Queries:
         sensitive arguments is keyed by a keyed digest of its args, never by them.
         """
         tool = self._tools.lookup(name)
-        if isinstance(tool, str):
+        if isinstance(tool, Refusal):
             return cache_key(name, args, "", run_id)
+        if tool.key_call is not None:
+            key = tool.key_call(args, echo, run_id)
+            if key is not REFUSED:
+                return key  # type: ignore[no-any-return]
+            return cache_key(name, args, tool.hash, run_id)  # never remembered: keyed as is
         snapshot = tool.snapshot(args, echo)
         if isinstance(snapshot, str):  # never remembered: keyed as any value would be
             if not tool.redacts_args:
@@ -79,8 +86,8 @@ class Queries:
         arguments (a request id); each must come back verbatim.
         """
         tool = self._tools.lookup(name)
-        if isinstance(tool, str):
-            return tool
+        if isinstance(tool, Refusal):
+            return tool.reason
         snapshot = tool.snapshot(args, echo)
         return snapshot if type(snapshot) is str else ""
 
@@ -90,8 +97,8 @@ class Queries:
         A name with no valid entry gives ``unknown_tool`` or ``bad_contract``.
         """
         tool = self._tools.lookup(name)
-        if isinstance(tool, str):
-            return tool
+        if isinstance(tool, Refusal):
+            return tool.reason
         reason = tool.result_reason(value)
         return "" if reason == UNDECLARED else reason
 
@@ -118,7 +125,7 @@ class Queries:
         """``args`` as the gate digests a call: its checked snapshot (a null for an optional
         arg is no arg), or, for args that do not pass, a plain copy of the dict's own storage."""
         tool = self._tools.lookup(name)
-        if not isinstance(tool, str):
+        if not isinstance(tool, Refusal):
             # The approver is shown the echo values themselves: they echo what they are.
             echo = {arg: dict.get(args, arg) for arg, spec in tool.contract.args.items()
                     if spec.echo}
@@ -136,7 +143,7 @@ class Queries:
         ``None`` for a tool that is not a valid write or for args that do not pass.
         """
         tool = self._tools.lookup(name)
-        if isinstance(tool, str) or not tool.writes:
+        if isinstance(tool, Refusal) or not tool.writes:
             return None
         if not isinstance(args, dict):
             return None

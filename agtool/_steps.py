@@ -11,26 +11,31 @@ calls ``reclaim``), or ``Ready`` when the body is to run. ``run_sync`` and
 ``arun`` run it, on the sync and async paths, and ``conclude`` checks what
 came back. Both paths go through these same steps.
 
-A plain read (no write, no approval, no timeout) also gets its steps
-compiled into one function when its contract is compiled (``_fastpath``):
-``Tool.fast`` and its variants, for callers in the gate's own scope (a tool
-outside it has none).
+Each tool has one entry per gate entry point (``Tool.call_tool`` and the
+others), which the gate routes a call to by name. A plain read (no write, no
+approval, no timeout, in the gate's own scope) gets its steps compiled into
+one function when its contract is compiled (``_fastpath``): its entries take
+that compiled read for a plain call, and hand anything else to the gate's
+general path (``Entries``), which comes here with a ``Call``. Every other
+tool's entries go there straight away.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ._answers import is_retryable, marks_sensitive, transport_failure
 from ._authority import Approval, approved, read_scope, spend_once
+from ._call import Call, Refusal
 from ._compile import UNDECLARED, compile_arg_check, compile_copy, compile_result_check
 from ._contract import ToolContract
 from ._errors import NotApplied
-from ._fastpath import compile_read
+from ._fastpath import Guard, compile_key_call, compile_model_entry, compile_read
 from ._keys import Keys
 from ._memo import MISS, Memo, compile_key, freeze, thaw
 from ._outcome import HIT, PLAN, REPLAY, Envelope, Outcome, failure, success
@@ -77,21 +82,51 @@ from ._writes import (
     write_key,
 )
 
-__all__ = ["POLL_SECONDS", "Held", "Ready", "Runtime", "Tool", "arun", "call_async",
-           "call_sync", "conclude", "prepare", "reclaim", "run_sync"]
+__all__ = ["ENTRY_POINTS", "POLL_SECONDS", "Entries", "Held", "Ready", "Runtime", "Tool", "arun",
+           "call_async", "call_sync", "conclude", "prepare", "reclaim", "run_sync"]
 
 _log = logging.getLogger("agtool")
 #: How often a caller waiting on a write running elsewhere looks again.
 POLL_SECONDS = 0.01
 
 
+#: The gate's entry points, each a ``Tool`` attribute: its own entry for that entry point.
+ENTRY_POINTS = ("call_tool", "call_for_model", "acall_tool", "acall_for_model")
+
+
+class Entries:
+    """The gate's own answers for what a tool's entry does not answer itself.
+
+    ``general[point](call)`` answers a ``Call`` by the general steps, as
+    ``point`` answers (an envelope, or a model's answer; a coroutine for the
+    async points). ``recorded[point](tool, args, echo, run_id)`` answers a
+    plain call by the tool's compiled read, with a record. ``ids`` is the prefix
+    and the counter of the gate's request ids.
+    """
+
+    __slots__ = ("general", "ids", "recorded")
+
+    def __init__(self, general: Mapping[str, Callable[[Call], Any]],
+                 recorded: Mapping[str, Callable[..., Any]],
+                 ids: tuple[str, Iterator[int]]) -> None:
+        self.general = general
+        self.recorded = recorded
+        self.ids = ids
+
+
 class Runtime:
     """What every call of one gate shares: its memo, its write store, its workers, its defaults."""
 
-    __slots__ = ("background", "keys", "lease", "memo", "pending_wait", "pool", "store", "ttl")
+    __slots__ = ("background", "entries", "keys", "lease", "memo", "pending_wait", "pool",
+                 "records", "store", "table", "ttl")
 
     def __init__(self, memo: Memo, store: Callable[[], WriteStore], ttl: float,
-                 pending_wait: float, lease: float, pool: BodyPool, keys: Keys) -> None:
+                 pending_wait: float, lease: float, pool: BodyPool, keys: Keys,
+                 table: Mapping[str, Any], entries: Entries) -> None:
+        self.table = table  #: the gate's table, as given: entries are checked against it
+        self.entries = entries
+        #: The gate's ``records`` sink, read by every tool entry: ``None`` records nothing.
+        self.records: Any = None
         self.keys = keys  #: the gate's secret's keys: digests, memo keys, approvals
         self.memo = memo
         self.store = store  #: the store, made when a write first needs it
@@ -105,13 +140,20 @@ class Runtime:
 
 
 class Tool:
-    """One table entry compiled: its contract, its checks, its counters, its fast path."""
+    """One table entry compiled: its contract, its checks, its counters, its entries."""
 
-    __slots__ = ("afast", "afast_outcome", "args", "check_args", "check_result", "contract",
-                 "copy_result", "counts", "entry", "fast", "fast_outcome", "fn", "hash",
-                 "in_gate_scope", "is_async", "key_of", "name", "needs_approval",
-                 "redacts", "redacts_args", "returns", "risk", "shown_name", "timeout", "ttl",
-                 "writes")
+    __slots__ = ("acall_for_model", "acall_tool", "args", "call_for_model", "call_tool",
+                 "check_args", "check_result", "contract", "copy_result", "counts", "entry",
+                 "fast", "fn", "hash", "in_gate_scope", "is_async", "key_call", "key_of", "name",
+                 "needs_approval", "redacts", "redacts_args", "returns", "risk", "shown_name",
+                 "timeout", "ttl", "writes")
+    #: Its entry for each of the gate's entry points (``ENTRY_POINTS``), called with the
+    #: gate's keywords in ``Call``'s order: ``(args, echo, scope, run_id, step_id, approvals,
+    #: dry_run)``; an async point's answers a coroutine.
+    call_tool: Callable[..., Any]
+    call_for_model: Callable[..., Any]
+    acall_tool: Callable[..., Any]
+    acall_for_model: Callable[..., Any]
 
     def __init__(self, entry: Mapping[str, Any], contract: ToolContract, counts: Counts,
                  scope: frozenset[str], runtime: Runtime) -> None:
@@ -142,26 +184,40 @@ class Tool:
         # Sensitive args are keyed by a keyed digest: a memo key never holds them in clear.
         self.key_of = compile_key(self.name, self.hash, contract.args,
                                   runtime.keys.digest if self.redacts_args else None)
-        #: The plain read's steps compiled into one function (``_fastpath``), per variant:
-        #: the envelope or the ``Outcome``, sync or async; ``None`` where they do not apply.
-        self.fast = self.fast_outcome = self.afast = self.afast_outcome = None
+        #: ``key_call(args, echo, run_id)``: the check and the key in one (``REFUSED`` for
+        #: args that do not pass); ``None`` for sensitive args, keyed by their digest.
+        self.key_call = None if self.redacts_args else compile_key_call(contract, self.hash)
+        #: The plain read's steps compiled into one function (``_fastpath``), answering the
+        #: ``Outcome`` (sync or async, as the body is); ``None`` where they do not apply.
+        self.fast: Callable[..., Any] | None = None
         # Only for a caller in the gate's own scope, which never changes.
         # (Nor for sensitive args: the compiled key would hold them; ``key_of`` does not.)
         if self.in_gate_scope and not (self.writes or self.needs_approval or self.redacts_args
                                        or self.timeout is not None):
-            def compiled(outcome: bool) -> Callable[..., Any]:
-                return compile_read(contract, self.hash, counts, runtime.memo, self.ttl,
-                                    self.copy_result,
-                                    is_async=self.is_async, outcome=outcome,
-                                    raised=lambda snapshot, exc: _raised(
-                                        runtime, Ready(self, snapshot, None, None), exc),
-                                    handed_back=lambda snapshot, key, value: _ran(
-                                        runtime, Ready(self, snapshot, key, None),
-                                        lambda: finish_here(value)))
-            if self.is_async:
-                self.afast, self.afast_outcome = compiled(False), compiled(True)
-            else:
-                self.fast, self.fast_outcome = compiled(False), compiled(True)
+            self.fast = self._compiled(runtime, None)
+        for point in ENTRY_POINTS:
+            setattr(self, point, self._entry(runtime, point))
+
+    def _compiled(self, runtime: Runtime, guard: Guard | None) -> Callable[..., Any]:
+        return compile_read(
+            self.contract, self.hash, self.counts, runtime.memo, self.ttl, self.copy_result,
+            is_async=self.is_async, guard=guard,
+            raised=lambda snapshot, exc: _raised(runtime, Ready(self, snapshot, None, None), exc),
+            handed_back=lambda snapshot, key, value: _ran(
+                runtime, Ready(self, snapshot, key, None), lambda: finish_here(value)))
+
+    def _entry(self, runtime: Runtime, point: str) -> Callable[..., Any]:
+        """This tool's entry for the gate's entry point ``point`` (see ``ENTRY_POINTS``)."""
+        entries = runtime.entries
+        general = entries.general[point]
+        if self.fast is None or point.startswith("a") != self.is_async:
+            return _general_entry(self.name, general)
+        guard = Guard(runtime.table, self.entry, runtime, general,
+                      functools.partial(entries.recorded[point], self))
+        if point.endswith("for_model"):
+            return compile_model_entry(self.contract, self.fast, guard, entries.ids,
+                                       self.redacts, is_async=self.is_async)
+        return self._compiled(runtime, guard)
 
     def snapshot(self, args: object, echo: object) -> dict[str, Any] | str:
         """The checked plain copy of ``args`` the body runs on, or a reason."""
@@ -225,34 +281,31 @@ class Held:
         self.owner = new_owner()
 
 
-def call_sync(runtime: Runtime, tool: Tool | str, args: object, echo: object,
-              scope: Collection[str] | None, run_id: object, step_id: object,
-              approvals: Iterable[Approval], dry_run: bool) -> Outcome:
+def _general_entry(name: str, general: Callable[[Call], Any]) -> Callable[..., Any]:
+    """A tool entry that hands every call to the gate's general path."""
+    def entry(args: object, echo: Mapping[str, object] | None, scope: Collection[str] | None,
+              run_id: object, step_id: object, approvals: Iterable[Approval],
+              dry_run: bool) -> Any:
+        return general(Call(name, args, echo, scope, run_id, step_id, approvals, dry_run))
+    return entry
+
+
+def call_sync(runtime: Runtime, tool: Tool | Refusal, call: Call) -> Outcome:
     """The whole chain of one call on the sync path, from what the lookup found."""
-    if isinstance(tool, str):
-        return Outcome(failure("args:" + tool))
-    fast = tool.fast_outcome
-    if fast is not None and scope is None and not dry_run:
-        outcome: Outcome = fast(args, echo, run_id)
-        return outcome
-    step = prepare(runtime, tool, args, echo, scope, run_id, step_id, approvals, dry_run)
+    if isinstance(tool, Refusal):
+        return Outcome(failure("args:" + tool.reason))
+    step = prepare(runtime, tool, call)
     while isinstance(step, Held):
         time.sleep(POLL_SECONDS)
         step = reclaim(runtime, step)
     return run_sync(runtime, step) if isinstance(step, Ready) else step
 
 
-async def call_async(runtime: Runtime, tool: Tool | str, args: object, echo: object,
-                     scope: Collection[str] | None, run_id: object, step_id: object,
-                     approvals: Iterable[Approval], dry_run: bool) -> Outcome:
+async def call_async(runtime: Runtime, tool: Tool | Refusal, call: Call) -> Outcome:
     """The whole chain of one call on the async path, from what the lookup found."""
-    if isinstance(tool, str):
-        return Outcome(failure("args:" + tool))
-    fast = tool.afast_outcome
-    if fast is not None and scope is None and not dry_run:
-        outcome: Outcome = await fast(args, echo, run_id)
-        return outcome
-    step = prepare(runtime, tool, args, echo, scope, run_id, step_id, approvals, dry_run)
+    if isinstance(tool, Refusal):
+        return Outcome(failure("args:" + tool.reason))
+    step = prepare(runtime, tool, call)
     while isinstance(step, Held):
         await asyncio.sleep(POLL_SECONDS)
         step = reclaim(runtime, step)
@@ -261,37 +314,37 @@ async def call_async(runtime: Runtime, tool: Tool | str, args: object, echo: obj
 
 # -- before the body -------------------------------------------------------------------------
 
-def prepare(runtime: Runtime, tool: Tool, args: object, echo: object,
-            scope: Collection[str] | None, run_id: object, step_id: object,
-            approvals: Iterable[Approval], dry_run: bool) -> Outcome | Held | Ready:
+def prepare(runtime: Runtime, tool: Tool, call: Call) -> Outcome | Held | Ready:
     """Every step before the body: an answer, a held write, or a call ready to run."""
     counts = tool.counts
-    refusal = _authorize(tool, scope)
+    refusal = _authorize(tool, call.scope)
     if refusal:
         counts.denied += 1
         return Outcome(failure(refusal))
-    snapshot = tool.snapshot(args, echo)
+    snapshot = tool.snapshot(call.args, call.echo)
     if isinstance(snapshot, str):
         counts.blocked += 1
         return Outcome(failure("args:" + snapshot))
-    if dry_run:
+    run_id = call.run_id
+    if call.dry_run:
         return Outcome(success(_plan(runtime, tool, snapshot)), PLAN, None, snapshot)
     # The keyed digest of the args: what an approval and a write's key are bound to.
     exact = runtime.keys.digest(snapshot) if tool.needs_approval or tool.writes else ""
     approval: bool | tuple[str, float | None] = True
     if tool.needs_approval:
-        approval = _approval(runtime, tool, exact, approvals, run_id, step_id, snapshot)
+        approval = _approval(runtime, tool, exact, call.approvals, run_id, call.step_id,
+                             snapshot)
         if approval is False:
             counts.denied += 1
             return Outcome(failure(AUTH_APPROVAL), args=snapshot)
     if tool.writes:
         key = write_key(runtime.keys, tool.name, tool.contract.key_args, snapshot, exact,
-                        run_id, step_id)
+                        run_id, call.step_id)
         if key is None or not exact:
             return Outcome(failure(WRITE_NO_KEY), args=snapshot)
         if runtime.keys.earlier:  # a write made before the secret changed is found by its key
             found = rotated_key(runtime.keys, runtime.store, tool.name, tool.contract.key_args,
-                                snapshot, key, exact, run_id, step_id)
+                                snapshot, key, exact, run_id, call.step_id)
             if found is None:
                 return Outcome(failure(WRITE_STORE), args=snapshot)
             key, exact = found
