@@ -7,12 +7,22 @@ one meant for tool bodies to raise, and the gate turns it into a reason.
     AgtoolError
     ├── ContractError (also a ValueError): a malformed contract table
     │   └── SchemaError: a JSON Schema or tools file that cannot become a contract exactly
-    └── UpstreamError: raised by a tool body whose upstream failed
+    ├── TableError (also a ValueError): a ``module:NAME`` that names no loadable table
+    ├── UpstreamError: raised by a tool body whose upstream failed
+    ├── UpstreamUnavailable (also a ConnectionError): a proxied MCP server that did not
+    │   start or list its tools
+    ├── ServerGone (also a ConnectionError): an MCP server under check that died, hung or
+    │   closed the session during a call
+    └── ToolFailed: a LangChain agent's own tool answered an error ``ToolMessage`` (to the
+        gate, a body that raised)
+
+    NotApplied (a BaseException, not an error): a body's word that it had no effect
 """
 
 from __future__ import annotations
 
-__all__ = ["AgtoolError", "ContractError", "NotApplied", "UpstreamError"]
+__all__ = ["AgtoolError", "ContractError", "NotApplied", "SchemaError", "ServerGone", "TableError",
+           "ToolFailed", "UpstreamError", "UpstreamUnavailable"]
 
 
 class AgtoolError(Exception):
@@ -33,6 +43,38 @@ class ContractError(AgtoolError, ValueError):
         self.problem = problem
         where = f"tool {tool!r}" + (f", field {field!r}" if field else "")
         super().__init__(f"{where}: {problem}")
+
+
+class SchemaError(ContractError):
+    """A JSON Schema or a tools file that cannot become a contract entry exactly.
+
+    ``source`` is the file (or ``""``), ``tool`` the tool's name, ``field`` a
+    JSON pointer to the offending keyword (``/properties/amount/maximum``) and
+    ``problem`` what is wrong with it.
+    """
+
+    def __init__(self, source: str, tool: str, field: str, problem: str) -> None:
+        super().__init__(tool, field, problem)
+        self.source = source
+        where = [part for part in (source, f"tool {tool!r}" if tool else "",
+                                   f"at {field!r}" if field else "") if part]
+        self.args = (", ".join(where) + f": {problem}" if where else problem,)
+
+
+class TableError(AgtoolError, ValueError):
+    """A ``module:NAME`` that does not name a table that can be loaded."""
+
+
+class UpstreamUnavailable(AgtoolError, ConnectionError):
+    """The upstream server did not start, or did not list its tools: there is nothing to serve."""
+
+
+class ServerGone(AgtoolError, ConnectionError):
+    """The server died, hung or closed the session during a call."""
+
+
+class ToolFailed(AgtoolError):
+    """The agent's tool answered an error ``ToolMessage``: to the gate, a body that raised."""
 
 
 class UpstreamError(AgtoolError):
