@@ -5,8 +5,7 @@ TypeScript 1.x clients validate ``structuredContent`` against a tool's
 ``outputSchema`` even when ``isError`` is set, and throw ``-32602``
 (typescript-sdk issues 2748, 1943): a refusal that carried its error envelope
 there never reached the model. The SDK is installed by
-``tests/thirdparty/install.sh`` into ``.thirdparty/npm`` (or named by
-``AGTOOL_NPM_PREFIX``).
+``tests/thirdparty/install.sh`` into ``.thirdparty/npm``.
 """
 
 from __future__ import annotations
@@ -22,12 +21,11 @@ from typing import Any
 import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from thirdparty.servers import HOW_TO_INSTALL, TS_SDK
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_TABLE = "tests.fixtures.mcp_table:TOOLS"
 SCENARIO_TIMEOUT = 120
-PREFIX = Path(os.environ.get("AGTOOL_NPM_PREFIX", ROOT / ".thirdparty" / "npm"))
-TS_SDK = PREFIX / "node_modules" / "@modelcontextprotocol" / "sdk"
 NODE = shutil.which("node")
 SERVER = [sys.executable, "-m", "agtool._cli", "mcp", "serve", "--table", FIXTURE_TABLE,
           "--scope", "read_public", "--scope", "reversible_write"]
@@ -40,7 +38,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
 
 needs_ts_sdk = pytest.mark.skipif(
     NODE is None or not (TS_SDK / "package.json").exists(),
-    reason=f"needs node and the npm TypeScript SDK in {PREFIX} (tests/thirdparty/install.sh)")
+    reason=f"needs node and the npm TypeScript SDK in {TS_SDK} ({HOW_TO_INSTALL})")
 
 
 def ts_client_answers() -> tuple[list[str], list[dict[str, Any]]]:
