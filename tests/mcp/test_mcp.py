@@ -65,6 +65,8 @@ def error_of(result: Any) -> dict[str, Any]:
 
 WRITER = frozenset({"read_public", "reversible_write"})
 SMS = {"to": "+821012345678", "text": "Your refund was sent."}
+#: The run a client names for its writes, so that a retry of one is answered from the store.
+RUN = {RUN_ID_META: "conversation-1"}
 
 
 # --- In process: agtool.mcp.server ---------------------------------------------------------
@@ -203,7 +205,8 @@ def agtool_params(*argv: str, **env: str) -> StdioServerParameters:
 
 @pytest.mark.slow
 def test_mcp_serve_over_stdio(tmp_path: Path) -> None:
-    """A real client lists, calls, is refused and retries a write against `agtool mcp serve`."""
+    """A real client lists, calls, is refused and retries a write (in the run it names)
+    against `agtool mcp serve`."""
     runs, records = tmp_path / "runs.txt", tmp_path / "records.jsonl"
     params = agtool_params("mcp", "serve", "--table", FIXTURE_TABLE, "--scope", "read_public",
                            "--scope", "reversible_write", "--records", str(records),
@@ -216,8 +219,8 @@ def test_mcp_serve_over_stdio(tmp_path: Path) -> None:
             return [listed,
                     await session.call_tool("search_tickets", {"status": "open", "limit": 2}),
                     await session.call_tool("search_tickets", {"status": "open", "limit": True}),
-                    await session.call_tool("send_sms", SMS),
-                    await session.call_tool("send_sms", SMS)]
+                    await session.call_tool("send_sms", SMS, meta=RUN),
+                    await session.call_tool("send_sms", SMS, meta=RUN)]
 
     listed, good, bad, first, retry = run(scenario)
     assert [tool.name for tool in listed.tools] == ["search_tickets", "customer", "send_sms"]
