@@ -62,7 +62,7 @@ ARG_REASONS = ("unknown_tool", "not_object", "bad_contract")
 #: Checks made on a returned value.
 RESULT_CHECKS = ("shape", "empty", "too_big", "range")
 #: Prefixes of ``call_tool``'s ``error``.
-STAGES = ("args", "result", "raised", "auth", "write", "timeout", "upstream", "async", "rate")
+STAGES = ("args", "result", "raised", "auth", "write", "timeout", "upstream", "async")
 #: Reasons of the idempotency store, each refusing to run a write body.
 WRITE_REASONS = ("write:no_key", "write:conflict", "write:in_progress", "write:store",
                  "write:unknown")
@@ -81,7 +81,8 @@ TIMEOUT = "timeout"
 TIMEOUT_BUSY = "timeout:busy"
 UPSTREAM = "upstream"  #: followed by ``:<HTTP status>`` or ``:connection``
 #: A server's rate limit for this tool and caller is spent (``agtool mcp serve --rate``):
-#: the body was not run, and the same call may be made again after ``retry_after``.
+#: the body was not run, and the same call may be made again after ``retry_after``. The
+#: server's reason, answered before the gate is asked: not a stage of the gate's own.
 RATE_LIMITED = "rate:limited"
 
 UNKNOWN_TOOL, NOT_OBJECT, BAD_CONTRACT = ARG_REASONS

@@ -26,8 +26,7 @@ import logging
 from typing import Any
 
 import mcp.types as types
-from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp.shared.exceptions import MCPError, NoBackChannelError
 
 from .._gate import Gate
 
@@ -74,18 +73,19 @@ class ElicitedApproval:
                                         dry_run=True)
         if not plan.get("ok"):
             return []  # refused for its arguments or its scope: nothing to approve
-        if getattr(ctx, "protocol_version", "") in MODERN_PROTOCOL_VERSIONS:
-            return self._input_round(name, arguments, plan["data"], params)
-        return await self._elicited(ctx, name, arguments, plan["data"])
-
-    def _input_round(self, name: str, arguments: dict[str, Any], plan: dict[str, Any],
-                     params: Any) -> list[str] | types.InputRequiredResult:
         responses = getattr(params, "input_responses", None) or {}
-        state = getattr(params, "request_state", None)
-        if APPROVAL_INPUT in responses:
-            accepted = _accepted(responses[APPROVAL_INPUT])
+        if APPROVAL_INPUT in responses:  # the second round of a 2026-07-28 client
+            state = getattr(params, "request_state", None)
             # The gate checks the token: signed by it, for this tool and these exact args.
-            return [state] if accepted and isinstance(state, str) else []
+            return [state] if _accepted(responses[APPROVAL_INPUT]) and isinstance(
+                state, str) else []
+        try:
+            return await self._elicited(ctx, name, arguments, plan["data"])
+        except NoBackChannelError:  # 2026-07-28: no server-to-client request mid-call
+            return self._input_round(name, arguments, plan["data"])
+
+    def _input_round(self, name: str, arguments: dict[str, Any],
+                     plan: dict[str, Any]) -> types.InputRequiredResult:
         token = self._issue(name, arguments)
         return types.InputRequiredResult(
             input_requests={APPROVAL_INPUT: types.ElicitRequest(
@@ -98,7 +98,9 @@ class ElicitedApproval:
         try:
             answer = await ctx.session.elicit_form(_message(plan), _FORM,
                                                    related_request_id=ctx.request_id)
-        except MCPError as exc:  # no back-channel, or the client refused the request
+        except NoBackChannelError:
+            raise
+        except MCPError as exc:  # the client refused or failed the request
             _log.warning("approval of %s not asked over MCP elicitation (%s)", name, exc)
             return []
         return [self._issue(name, arguments)] if _accepted(answer) else []

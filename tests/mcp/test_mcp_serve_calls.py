@@ -281,20 +281,25 @@ def answering(action: str, approve: bool, shown: list[str]) -> Any:
     return elicit
 
 
+@pytest.mark.parametrize("mode", [
+    pytest.param("auto", id="2026-input-required"),
+    pytest.param("legacy", id="2025-elicitation-request"),
+])
 @pytest.mark.parametrize(("action", "approve", "runs"), [
     pytest.param("accept", True, 1, id="accepted"),
     pytest.param("accept", False, 0, id="accepted-but-not-approved"),
     pytest.param("decline", True, 0, id="declined"),
 ])
 def test_an_irreversible_write_asks_a_person_over_elicitation(action: str, approve: bool,
-                                                              runs: int) -> None:
-    """A client that shows forms is asked, with the exact arguments; only a yes runs it."""
+                                                              runs: int, mode: str) -> None:
+    """A client that shows forms is asked, with the exact arguments; only a yes runs it:
+    a 2026-07-28 client in an input round, a 2025 one by a request during the call."""
     table, shown = Table(), []
     mcp_server = server(Gate(table.tools(), scope=ALL))
 
     async def scenario() -> Any:
-        async with Client(mcp_server, elicitation_callback=answering(action, approve,
-                                                                     shown)) as client:
+        async with Client(mcp_server, mode=mode, elicitation_callback=answering(
+                action, approve, shown)) as client:
             return await client.call_tool("refund", REFUND)
 
     answer = run(scenario)
