@@ -99,8 +99,13 @@ class HttpDoor:
         self.loopback = is_loopback(options.host)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http":
-            await self.app(scope, receive, send)  # lifespan: the SDK's session manager
+        kind = scope.get("type")
+        if kind == "lifespan":
+            await self.app(scope, receive, send)  # the SDK's session manager starts here
+            return
+        if kind != "http":  # MCP is served over HTTP only: nothing else gets past the door
+            if kind == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
             return
         headers = _headers(scope)
         origin = headers.get("origin")
