@@ -154,9 +154,7 @@ def _add_mcp(commands: Any) -> None:
         "streamable HTTP. Calls run with the given --scope (default: public reads).")
     serve.add_argument("--table", required=True, metavar="MODULE:NAME")
     _add_http_options(serve)
-    serve.add_argument("--rate", action="append", default=[], metavar="NAME=N/SECONDS",
-                       help="let N calls of tool NAME (* for every tool) through per SECONDS "
-                       "per client; more are answered a retryable RATE_LIMITED; repeatable")
+    _add_rate_option(serve)
     serve.add_argument("--on-loop", action="append", default=[], metavar="NAME",
                        help="run sync read NAME on the event loop, no worker thread (for a "
                        "body that never blocks); repeatable")
@@ -177,10 +175,27 @@ def _add_mcp(commands: Any) -> None:
                        help="answer an upstream call still running after SECONDS an error "
                        "(default 60)")
     _add_http_options(proxy)
+    _add_rate_option(proxy)
     _add_gate_options(proxy)
     proxy.add_argument("upstream", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
                        help="the upstream server's command")
     proxy.set_defaults(run=_mcp_proxy)
+
+
+def _add_rate_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rate", action="append", default=[], metavar="NAME=N/SECONDS",
+                        help="let N calls of tool NAME (* for every tool) through per SECONDS "
+                        "per client; more are answered a retryable RATE_LIMITED; repeatable")
+
+
+def _rates(args: argparse.Namespace) -> Any:
+    """The ``--rate`` flags as ``Rates`` (``None`` without any); a malformed one is one line."""
+    from ..mcp._rates import Rates
+
+    try:
+        return Rates(args.rate) if args.rate else None
+    except ValueError as exc:
+        raise TableError(str(exc)) from None
 
 
 def _add_http_options(parser: argparse.ArgumentParser) -> None:
@@ -270,11 +285,7 @@ def _mcp_serve(args: argparse.Namespace) -> int:
     # On stdio, stdout is the wire: what the table's module prints as it loads goes to stderr.
     with contextlib.redirect_stdout(sys.stderr if not args.http else sys.stdout):
         table = _load_table(args.table)
-    try:
-        rates = mcp.Rates(args.rate) if args.rate else None
-    except ValueError as exc:
-        raise TableError(str(exc)) from None
-    served = {"on_loop": args.on_loop, "rates": rates}
+    served = {"on_loop": args.on_loop, "rates": _rates(args)}
     if args.http:
         http = _http_options(args)
         options = _gate_options(args)
@@ -300,7 +311,7 @@ def _mcp_proxy(args: argparse.Namespace) -> int:
     timeout = mcp.DEFAULT_UPSTREAM_TIMEOUT if args.timeout is None else args.timeout
     http = _http_options(args) if args.http else None
     mcp.proxy(command, trust_tools=args.trust_tool, effects=effects, sensitive=sensitive,
-              timeout=timeout, http=http, **_gate_options(args))
+              timeout=timeout, http=http, rates=_rates(args), **_gate_options(args))
     return 0
 
 

@@ -46,7 +46,7 @@ from .._jsonschema import IMPORTED_EFFECTS, mcp_annotations
 from .._records import RecordSink
 from .._store import WriteStore
 from ._http import HttpDoor, HttpOptions, check_binding
-from ._middleware import GateMiddleware
+from ._middleware import GateMiddleware, RateMiddleware
 from ._proxy import (
     DEFAULT_UPSTREAM_TIMEOUT,
     UPSTREAM_TOOL_ERROR,
@@ -185,7 +185,8 @@ async def aproxy(command: Sequence[str], *, scope: Collection[str] = DEFAULT_SCO
                  sensitive: Mapping[str, Collection[str]] | None = None,
                  records: RecordSink | None = None, store: WriteStore | str | None = None,
                  timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
-                 name: str = "agtool-proxy", http: HttpOptions | None = None) -> None:
+                 name: str = "agtool-proxy", http: HttpOptions | None = None,
+                 rates: Rates | None = None) -> None:
     """Start ``command`` as an MCP server and serve its tools through a gate (stdio, or
     streamable HTTP with ``http``, behind the door of ``aserve_http``).
 
@@ -205,6 +206,8 @@ async def aproxy(command: Sequence[str], *, scope: Collection[str] = DEFAULT_SCO
                                     effects=effects, sensitive=sensitive, timeout=timeout)
         gate = Gate(table, scope=scope, records=records, store=store)
         served = proxy_server(upstream, gate, passed, name=name, timeout=timeout)
+        if rates is not None:
+            served.middleware.append(RateMiddleware(rates))
         await (aserve_stdio(served) if http is None else aserve_http(served, http))
 
 

@@ -15,6 +15,7 @@ removed ``mcp.server.fastmcp``), so there is nothing to plug into there.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -23,9 +24,9 @@ from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, Server
 
 from .._gate import Gate
 from ._rates import Rates
-from ._serve import Dispatch
+from ._serve import Dispatch, client_of, result_of
 
-__all__ = ["GateMiddleware"]
+__all__ = ["GateMiddleware", "RateMiddleware"]
 
 
 class GateMiddleware(ServerMiddleware[Any]):
@@ -62,3 +63,22 @@ class GateMiddleware(ServerMiddleware[Any]):
         # Gated tools the server does not list come last, on its last page.
         listing.tools = tools + ([] if listing.next_cursor else list(gated.values()))
         return listing
+
+
+class RateMiddleware(ServerMiddleware[Any]):
+    """``--rate`` for a server built elsewhere (the proxy's): a ``tools/call`` over its
+    tool's limit for this client is answered ``RATE_LIMITED`` before anything runs."""
+
+    def __init__(self, rates: Rates) -> None:
+        self.rates = rates
+        self.own = "connection:" + secrets.token_hex(8)
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any],
+                       call_next: CallNext) -> HandlerResult:
+        params = ctx.params if isinstance(ctx.params, Mapping) else {}
+        name = params.get("name")
+        if ctx.method == "tools/call" and isinstance(name, str):
+            wait = self.rates.take(name, client_of(ctx, self.own))
+            if wait:
+                return result_of(self.rates.refusal(name, wait))
+        return await call_next(ctx)

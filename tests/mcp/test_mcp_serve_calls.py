@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -419,3 +420,39 @@ def test_on_loop_must_name_a_tool_of_the_table() -> None:
     """A typo in on_loop is said at once, naming it."""
     with pytest.raises(ValueError, match="'serch'"):
         server(Gate(Table().tools()), on_loop=("serch",))
+
+
+def test_the_rate_middleware_limits_a_server_built_elsewhere() -> None:
+    """The proxy's --rate: appended to any server's middleware, the call over its limit is
+    refused RATE_LIMITED before the server's handler runs, per tool."""
+    from agtool.mcp._middleware import RateMiddleware
+
+    table = Table()
+    mcp_server = server(Gate(table.tools()))
+    mcp_server.middleware.append(RateMiddleware(Rates(["search=1/3600"])))
+
+    async def scenario() -> list[Any]:
+        async with Client(mcp_server) as client:
+            return [await client.call_tool("search", {"status": "open", "limit": 1}),
+                    await client.call_tool("search", {"status": "open", "limit": 2}),
+                    await client.call_tool("send_sms", SMS)]
+
+    first, second, other_tool = run(scenario)
+    assert not first.is_error
+    assert error_of(second)["code"] == "RATE_LIMITED"
+    assert error_of(other_tool)["code"] == "PERMISSION_DENIED"  # no limit: the gate answers
+    assert len(table.read_threads) == 1
+
+
+@pytest.mark.parametrize("command", ["serve", "proxy"])
+def test_a_malformed_rate_flag_is_one_line_and_nothing_starts(
+        capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """`--rate` is checked before the table is served or the upstream started."""
+    from agtool._cli import main
+
+    target = ["--table", "tests.fixtures.mcp_table:TOOLS"] if command == "serve" else []
+    tail = ["--", sys.executable, "-c", "raise SystemExit(3)"] if command == "proxy" else []
+    assert main(["mcp", command, *target, "--rate", "search=often", *tail]) == 2
+    err = capsys.readouterr().err
+    assert "NAME=N/SECONDS" in err
+    assert err.count("\n") == 1
