@@ -227,14 +227,16 @@ class Dispatch:
                 return asked
             approvals = [Approval(token) for token in asked]
         sync_body = contract is not None and not is_async_body(contract.fn)
+        untimed = contract is not None and contract.timeout is None
         if sync_body and stores:
             # The whole call, store and body, on a worker thread: the loop serves the others
             # while this one waits on a slow or locked key. Not cancelled half-way: a write
             # that started settles its key before the cancellation is let through.
             answer = await anyio.to_thread.run_sync(_call_sync, gate, name, arguments, run_id,
                                                     step_id, approvals)
-        elif sync_body and name in self.on_loop:
+        elif sync_body and untimed and name in self.on_loop:
             # Declared cheap: the compiled fast path on the loop, no hop to a worker thread.
+            # (Not a timed body: waiting out its timeout here would hold the loop that long.)
             answer = gate.call_for_model(name, arguments, run_id=run_id, step_id=step_id)
         else:
             answer = await gate.acall_for_model(name, arguments, run_id=run_id,
