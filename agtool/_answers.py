@@ -68,6 +68,7 @@ _BY_STAGE_CHECK = {
     ("write", "in_progress"): "IN_PROGRESS",
     ("write", "store"): "UPSTREAM_ERROR",
     ("write", "unknown"): "UNKNOWN_OUTCOME",
+    ("rate", "limited"): "RATE_LIMITED",
 }
 
 
@@ -303,6 +304,8 @@ def _message(reason: str, contract: ToolContract | None, fields: list[dict[str, 
         if check == "busy":
             return f"{tool} was not started: every worker is busy; try again shortly"
         return f"{tool} did not answer in time; the same call may be tried again"
+    if stage == "rate":
+        return f"too many calls of {tool} from this caller; try again after a pause"
     if stage == "upstream":
         return (f"{tool}'s upstream failed ({check}); "
                 + ("the same call may be tried again" if is_retryable(reason)

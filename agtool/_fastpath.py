@@ -36,6 +36,7 @@ from ._contract import ToolContract
 from ._memo import Memo, emit_key, freeze, key_source
 from ._outcome import ANSWERED, HIT, Outcome, success
 from ._reasons import NOT_OBJECT, SHAPE
+from ._records import records_asked
 from ._stats import Counts
 
 __all__ = ["ENTRY_PARAMS", "REFUSED", "Guard", "compile_key_call", "compile_model_entry",
@@ -118,6 +119,7 @@ def _emit_guard(emitter: Emitter, name: str, guard: Guard, asynchronous: bool) -
         GUARD_RETURNS=entry["returns"], GUARD_TABLE=guard.table,
         guard_runtime=guard.runtime, guard_general=guard.general,
         guard_recorded=guard.recorded, guard_logs=_records_log.isEnabledFor,
+        guard_asked=records_asked,
         GUARD_LOGS_CACHE=_logs_cache(), GUARD_INFO=logging.INFO, Call=Call)
     emit = emitter.emit
     wait = "await " if asynchronous else ""
@@ -140,7 +142,9 @@ def _emit_guard(emitter: Emitter, name: str, guard: Guard, asynchronous: bool) -
     emit(2, "logs = GUARD_LOGS_CACHE[GUARD_INFO]")
     emit(1, "except KeyError:")
     emit(2, "logs = guard_logs(GUARD_INFO)")
-    emit(1, "if logs or guard_runtime.records is not None:")
+    # A level the logger inherits (the root's, set by a host application) is no ask for
+    # records: only then is records_asked consulted, so the common "no" stays a subscript.
+    emit(1, "if (logs and guard_asked()) or guard_runtime.records is not None:")
     emit(2, f"return {wait}guard_recorded(value, echo, run_id)")
 
 

@@ -32,14 +32,13 @@ from ._memo import DEFAULT_MEMO_SIZE, DEFAULT_MEMO_TTL, Memo
 from ._outcome import Envelope, Outcome
 from ._pool import BodyPool
 from ._queries import Queries
-from ._records import RecordSink, record_call, records_log, shown_tool
+from ._records import RecordSink, record_call, records_asked, shown_tool
 from ._steps import Entries, Runtime, Tool, call_async, call_sync
 from ._store import SqliteStore, WriteStore, open_store
 
 __all__ = ["DEFAULT_LEASE", "DEFAULT_SCOPE", "DEFAULT_WORKERS", "Gate"]
 
 _log = logging.getLogger("agtool")
-_INFO = logging.INFO
 #: The scope of a caller that was given none: public reads only. Every other
 #: risk level must be granted in code, by whoever knows who the caller is.
 DEFAULT_SCOPE: frozenset[str] = frozenset({"read_public"})
@@ -85,8 +84,10 @@ class Gate(Queries):
     of this gate's own; when every one is still busy with a body that overran,
     a further timed call answers ``timeout:busy`` at once.
     ``records`` receives one ``CallRecord`` per call; records also go to the
-    ``agtool.calls`` logger at INFO. ``pending_wait`` is how long a call waits
-    for the same write running elsewhere before answering ``write:in_progress``.
+    ``agtool.calls`` logger at INFO when a level is set on it (or on ``agtool``),
+    never because the root logger's level lets them through. ``pending_wait``
+    is how long a call waits for the same write running elsewhere before
+    answering ``write:in_progress``.
     The memo keeps at most ``memo_size`` successes (least recently used out
     first), each for its contract's ``ttl`` or else ``memo_ttl`` seconds, by
     ``clock``.
@@ -362,7 +363,7 @@ class Gate(Queries):
     def _record(self, request_id: str, name: object, found: Tool | Refusal, outcome: Outcome,
                 started: float) -> None:
         """One ``CallRecord`` per call, when anyone listens; a broken sink breaks nothing."""
-        if self.records is None and not records_log.isEnabledFor(_INFO):
+        if self.records is None and not records_asked():
             return
         latency_ms = (time.perf_counter() - started) * 1000
         tool = None if isinstance(found, Refusal) else found

@@ -15,7 +15,8 @@ failed and on which argument, never a message or a traceback.
   an operator resolves it), ``timeout`` (the body overran the contract's
   ``timeout``), ``timeout:busy`` (every worker for timed bodies is stuck) and
   ``upstream:<status>`` or ``upstream:connection`` (the body met a transport
-  failure). A caller's malformed scope is ``auth:bad_scope``; an ``async def``
+  failure). A server's rate limit answers ``rate:limited`` before the gate is
+  asked. A caller's malformed scope is ``auth:bad_scope``; an ``async def``
   tool called through the sync ``call_tool`` inside a running event loop is
   ``async:loop_running``.
 - The agent graph adds its own, each of which ends a run: ``order:not_object``,
@@ -79,6 +80,10 @@ TIMEOUT = "timeout"
 #: the body was not started, and the same call may be tried again shortly.
 TIMEOUT_BUSY = "timeout:busy"
 UPSTREAM = "upstream"  #: followed by ``:<HTTP status>`` or ``:connection``
+#: A server's rate limit for this tool and caller is spent (``agtool mcp serve --rate``):
+#: the body was not run, and the same call may be made again after ``retry_after``. The
+#: server's reason, answered before the gate is asked: not a stage of the gate's own.
+RATE_LIMITED = "rate:limited"
 
 UNKNOWN_TOOL, NOT_OBJECT, BAD_CONTRACT = ARG_REASONS
 

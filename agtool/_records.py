@@ -2,9 +2,10 @@
 
 A record says which call it was (request id, tool, a keyed digest of the args with
 sensitive values taken out, the contract's hash) and how it went (ok, code,
-reason, latency, memo hit, replay), never a value. Records go to the
-``agtool.calls`` logger at INFO and, if the gate has one, to a sink such as
-``JsonLinesSink``.
+reason, latency, memo hit, replay), never a value. Records go to the gate's
+sink, such as ``JsonLinesSink``, if it has one, and to the ``agtool.calls``
+logger at INFO when they are asked for there (``records_asked``: a level set
+on ``agtool.calls`` or ``agtool``, never one inherited from the root logger).
 """
 
 from __future__ import annotations
@@ -29,9 +30,26 @@ from ._reasons import shown
 from ._scrub import REDACTED, scrub
 
 __all__ = ["REDACTED", "CallRecord", "JsonLinesSink", "RecordSink", "args_digest",
-           "contract_hash", "record_call", "redact_args", "redact_value", "scrub", "shown_tool"]
+           "contract_hash", "record_call", "records_asked", "redact_args", "redact_value",
+           "scrub", "shown_tool"]
 
 records_log = logging.getLogger("agtool.calls")
+_agtool_log = logging.getLogger("agtool")
+
+
+def records_asked() -> bool:
+    """Whether someone asked for call records on ``agtool.calls``: a level of INFO or below
+    set on that logger, or on ``agtool`` when it has none of its own.
+
+    Never the root logger's level: a host application (or the MCP SDK's
+    ``MCPServer``, whose default ``log_level="INFO"`` configures the root
+    logger) sets that for its own logs, and must not turn on a record per
+    call, which costs the compiled fast path its speed, by accident.
+    """
+    if not records_log.isEnabledFor(_INFO):  # cached by logging: the common "no" is cheap
+        return False
+    level = records_log.level or _agtool_log.level
+    return level != logging.NOTSET and level <= _INFO
 
 
 @dataclass(frozen=True)
@@ -177,7 +195,7 @@ def record_call(sink: RecordSink | None, request_id: str, tool: str, contract_ha
         "memo_hit": outcome.how == HIT, "ok": envelope["ok"], "reason": reason,
         "replayed": outcome.how == REPLAY, "request_id": request_id, "tool": tool}
     record = None
-    if records_log.isEnabledFor(_INFO):
+    if records_asked():
         record = _record_of(fields)
         records_log.info("%s %s %s", request_id, tool, reason or "ok",
                          extra={"agtool_record": record.as_dict()})

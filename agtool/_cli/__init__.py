@@ -5,8 +5,8 @@
 - ``agtool lint FILE | --table module:TOOLS [--json] [--strict]`` lists review
   prompts for tool schemas;
 - ``agtool mcp serve --table module:TOOLS [--http]`` serves a gated table as an
-  MCP server, and ``agtool mcp proxy -- CMD ARGS...`` puts a gate in front of one
-  (both need the ``mcp`` extra);
+  MCP server, and ``agtool mcp proxy [--http] -- CMD ARGS...`` puts a gate in front
+  of one (both need the ``mcp`` extra; ``--http`` off loopback needs ``--token-env``);
 - ``agtool writes list|resolve|forget --store PATH|URL`` shows an operator the
   write keys that are pending or whose outcome is unknown, and settles them;
 - ``agtool check --mcp CMD_OR_URL [--allow-writes] [--junit F] [--ndjson F]
@@ -153,9 +153,11 @@ def _add_mcp(commands: Any) -> None:
         description="Serve every tool of a contract table through a gate, over stdio or "
         "streamable HTTP. Calls run with the given --scope (default: public reads).")
     serve.add_argument("--table", required=True, metavar="MODULE:NAME")
-    serve.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=_port, default=8000)
+    _add_http_options(serve)
+    _add_rate_option(serve)
+    serve.add_argument("--on-loop", action="append", default=[], metavar="NAME",
+                       help="run sync read NAME on the event loop, no worker thread (for a "
+                       "body that never blocks); repeatable")
     _add_gate_options(serve)
     serve.set_defaults(run=_mcp_serve)
     proxy = actions.add_parser(
@@ -180,6 +182,8 @@ def _add_mcp(commands: Any) -> None:
     proxy.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
                        help="answer an upstream call still running after SECONDS an error "
                        "(default 60)")
+    _add_http_options(proxy)
+    _add_rate_option(proxy)
     _add_gate_options(proxy)
     proxy.add_argument("upstream", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
                        help="the upstream server's command")
@@ -202,6 +206,50 @@ def _add_upstream_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", action="append", default=[], metavar="NAME",
                         help="hand the environment variable NAME to the upstream, beside the "
                         "MCP SDK's default safe set (never AGTOOL_SECRET); repeatable")
+
+
+def _add_rate_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rate", action="append", default=[], metavar="NAME=N/SECONDS",
+                        help="let N calls of tool NAME (* for every tool) through per SECONDS "
+                        "per client; more are answered a retryable RATE_LIMITED; repeatable")
+
+
+def _rates(args: argparse.Namespace) -> Any:
+    """The ``--rate`` flags as ``Rates`` (``None`` without any); a malformed one is one line."""
+    from ..mcp._rates import Rates
+
+    try:
+        return Rates(args.rate) if args.rate else None
+    except ValueError as exc:
+        raise TableError(str(exc)) from None
+
+
+def _add_http_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--http", action="store_true", help="serve streamable HTTP (at /mcp) "
+                        "instead of stdio")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="the address --http binds (default 127.0.0.1); anything but "
+                        "loopback needs --token-env")
+    parser.add_argument("--port", type=_port, default=8000)
+    parser.add_argument("--token-env", action="append", default=[], metavar="VAR",
+                        help="a bearer token every --http request must carry, read from "
+                        "environment variable VAR (one client per VAR); repeatable")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                        help="a browser origin (scheme://host[:port]) --http answers; "
+                        "others are refused 403; repeatable")
+
+
+def _http_options(args: argparse.Namespace) -> Any:
+    """The ``--http`` flags as ``HttpOptions``, checked: a refusal is a one-line error."""
+    from ..mcp._http import HttpOptions, check_binding, tokens_from_env
+
+    try:
+        http = HttpOptions(args.host, args.port, tokens_from_env(args.token_env),
+                           tuple(args.allow_origin))
+        check_binding(http)
+    except ValueError as exc:
+        raise TableError(str(exc)) from None
+    return http
 
 
 def _add_gate_options(parser: argparse.ArgumentParser) -> None:
@@ -270,11 +318,14 @@ def _mcp_serve(args: argparse.Namespace) -> int:
     # On stdio, stdout is the wire: what the table's module prints as it loads goes to stderr.
     with contextlib.redirect_stdout(sys.stderr if not args.http else sys.stdout):
         table = _load_table(args.table)
-    options = _gate_options(args)
+    served = {"on_loop": args.on_loop, "rates": _rates(args)}
     if args.http:
-        mcp.serve_http(table, host=args.host, port=args.port, **options)
+        http = _http_options(args)
+        options = _gate_options(args)
+        mcp.serve_http(table, host=http.host, port=http.port, tokens=http.tokens,
+                       allow_origins=http.allow_origins, **served, **options)
     else:
-        mcp.serve_stdio(table, **options)
+        mcp.serve_stdio(table, **served, **_gate_options(args))
     return 0
 
 
@@ -321,9 +372,10 @@ def _mcp_proxy(args: argparse.Namespace) -> int:
         sensitive.setdefault(tool, []).append(field)
     timeout = mcp.DEFAULT_UPSTREAM_TIMEOUT if args.timeout is None else args.timeout
     restarts = mcp.DEFAULT_RESTARTS if args.restarts is None else args.restarts
+    http = _http_options(args) if args.http else None
     mcp.proxy(command, trust_tools=args.trust_tool, effects=effects, sensitive=sensitive,
-              timeout=timeout, pins=args.pins, restarts=restarts, **upstream_options,
-              **_gate_options(args))
+              timeout=timeout, pins=args.pins, restarts=restarts, http=http, rates=_rates(args),
+              **upstream_options, **_gate_options(args))
     return 0
 
 

@@ -157,7 +157,9 @@ class Answer:
     @property
     def reason(self) -> str:
         """An agtool server's structured reason (``args:type:limit``), else ``""``."""
-        error = self.structured.get("error") if isinstance(self.structured, dict) else None
+        # The envelope: structured content (older agtool), else the JSON text block.
+        answer = self.structured if isinstance(self.structured, dict) else self.value
+        error = answer.get("error") if isinstance(answer, dict) else None
         details = error.get("details") if isinstance(error, dict) else None
         reason = details.get("reason") if isinstance(details, dict) else None
         return reason if isinstance(reason, str) else ""

@@ -7,6 +7,7 @@
     agtool mcp proxy -- python their_server.py
     agtool mcp proxy --url http://127.0.0.1:9000/mcp
     agtool mcp pin --pins pins.json -- python their_server.py
+    MCPServer("app", middleware=[agtool.mcp.middleware(TOOLS)])   # in process
 
 ``server(gate_or_table)`` is the low-level MCP ``Server`` both commands run:
 tools listed with the schemas the gate enforces and annotations from each
@@ -15,8 +16,12 @@ by ``Gate.acall_for_model`` (structured content on success, ``isError`` with
 the structured error on failure). ``proxy(command)`` serves the tools of an
 upstream MCP server through a gate built from the upstream's own schemas.
 How a call's run and step (and so a write's idempotency key) are read from
-MCP is in ``agtool.mcp._serve``: ``_meta["agtool/run_id"]`` or the session,
-and ``_meta["agtool/step_id"]`` or the business key alone.
+MCP is in ``agtool.mcp._serve``: ``_meta["agtool/run_id"]``, kept apart per
+client, or the session, else a run per request; ``_meta["agtool/step_id"]``
+or the business key alone. ``middleware(gate_or_table)`` answers the same
+calls inside an ``MCPServer`` someone already has. Over HTTP
+(``serve_http``, ``aproxy(http=...)``) the door of ``agtool.mcp._http``
+checks bearer tokens and Origin.
 
 This module needs the ``mcp`` extra (``pip install 'agtool-gate[mcp]'``).
 """
@@ -44,6 +49,8 @@ from .._gate import DEFAULT_SCOPE, Gate
 from .._jsonschema import IMPORTED_EFFECTS, mcp_annotations
 from .._records import RecordSink
 from .._store import WriteStore
+from ._http import HttpDoor, HttpOptions, check_binding
+from ._middleware import GateMiddleware, RateMiddleware
 from ._pins import write_pins
 from ._proxy import (
     DEFAULT_UPSTREAM_TIMEOUT,
@@ -55,22 +62,38 @@ from ._proxy import (
     stdin_lines,
     stdout_lines,
 )
-from ._serve import DEFAULT_STEP, RUN_ID_META, STEP_ID_META, build_server, result_of
+from ._rates import Rates
+from ._serve import (
+    APPROVAL_META,
+    DEFAULT_STEP,
+    ERROR_META,
+    RUN_ID_META,
+    STEP_ID_META,
+    build_server,
+    result_of,
+)
 from ._upstream import DEFAULT_RESTARTS
 
 __all__ = [
+    "APPROVAL_META",
     "DEFAULT_RESTARTS",
     "DEFAULT_STEP",
     "DEFAULT_UPSTREAM_TIMEOUT",
+    "ERROR_META",
     "IMPORTED_EFFECTS",
     "RUN_ID_META",
     "STEP_ID_META",
     "UPSTREAM_TOOL_ERROR",
+    "GateMiddleware",
+    "HttpOptions",
+    "Rates",
     "UpstreamUnavailable",
     "apin",
     "aproxy",
+    "aserve_http",
     "aserve_stdio",
     "mcp_annotations",
+    "middleware",
     "pin",
     "proxy",
     "result_of",
@@ -91,14 +114,31 @@ def _gate_of(gate_or_table: Gate | Mapping[str, Mapping[str, Any]],
 
 
 def server(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *, name: str = "agtool",
+           on_loop: Collection[str] = (), rates: Rates | None = None,
            **gate_options: Any) -> Server[Any]:
     """The low-level MCP ``Server`` of a gate (or of ``Gate(table, **gate_options)``).
 
     The caller's scope is the gate's (``DEFAULT_SCOPE``, public reads, unless
-    the gate was made with another). A tool that needs an approval answers
-    ``APPROVAL_REQUIRED``: no approval travels over MCP.
+    the gate was made with another). A tool that needs an approval asks a
+    person over MCP elicitation when the client shows forms, else answers
+    ``APPROVAL_REQUIRED`` saying how an operator approves. ``on_loop`` names
+    sync reads cheap enough to run on the event loop; ``rates`` limits calls
+    per tool and client.
     """
-    return build_server(_gate_of(gate_or_table, gate_options), name=name)
+    return build_server(_gate_of(gate_or_table, gate_options), name=name, on_loop=on_loop,
+                        rates=rates)
+
+
+def middleware(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *,
+               on_loop: Collection[str] = (), rates: Rates | None = None,
+               **gate_options: Any) -> GateMiddleware:
+    """The gate as MCP SDK middleware: ``MCPServer("app", middleware=[middleware(TOOLS)])``.
+
+    Calls of the table's tools are answered through the gate, as ``agtool mcp
+    serve`` answers them, and listed with its schemas; the server's other
+    tools and messages pass on untouched.
+    """
+    return GateMiddleware(_gate_of(gate_or_table, gate_options), on_loop=on_loop, rates=rates)
 
 
 async def aserve_stdio(mcp_server: Server[Any], stdin: Any = None, stdout: Any = None) -> None:
@@ -118,19 +158,41 @@ async def aserve_stdio(mcp_server: Server[Any], stdin: Any = None, stdout: Any =
 
 
 def serve_stdio(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *,
-                name: str = "agtool", **gate_options: Any) -> None:
+                name: str = "agtool", on_loop: Collection[str] = (), rates: Rates | None = None,
+                **gate_options: Any) -> None:
     """Serve a gated table over stdio (blocks): ``serve_stdio(Gate(TOOLS))``."""
-    anyio.run(aserve_stdio, server(gate_or_table, name=name, **gate_options))
+    anyio.run(aserve_stdio, server(gate_or_table, name=name, on_loop=on_loop, rates=rates,
+                                   **gate_options))
+
+
+async def aserve_http(mcp_server: Server[Any], http: HttpOptions) -> None:
+    """Serve ``mcp_server`` over streamable HTTP at ``http://host:port/mcp`` until stopped.
+
+    Refuses (``ValueError``) to bind anything but loopback without a token.
+    """
+    import uvicorn  # the SDK's own dependency; only HTTP serving needs it
+
+    check_binding(http)
+    app = HttpDoor(mcp_server.streamable_http_app(host=http.host), http)
+    config = uvicorn.Config(app, host=http.host, port=http.port, log_level="warning")
+    await uvicorn.Server(config).serve()
 
 
 def serve_http(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *,
                host: str = "127.0.0.1", port: int = 8000, name: str = "agtool",
+               tokens: Mapping[str, str] | None = None, allow_origins: Collection[str] = (),
+               on_loop: Collection[str] = (), rates: Rates | None = None,
                **gate_options: Any) -> None:
-    """Serve a gated table over streamable HTTP at ``http://host:port/mcp`` (blocks)."""
-    import uvicorn  # the SDK's own dependency; only HTTP serving needs it
+    """Serve a gated table over streamable HTTP at ``http://host:port/mcp`` (blocks).
 
-    app = server(gate_or_table, name=name, **gate_options).streamable_http_app(host=host)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    ``tokens`` maps a client's name to the bearer token it must send; off
+    loopback at least one is required. ``allow_origins`` are the browser
+    origins allowed besides loopback ones (on loopback).
+    """
+    http = HttpOptions(host, port, dict(tokens or {}), tuple(allow_origins))
+    check_binding(http)  # before the table's gate is made: nothing starts on a refusal
+    anyio.run(aserve_http, server(gate_or_table, name=name, on_loop=on_loop, rates=rates,
+                                  **gate_options), http)
 
 
 async def aproxy(command: Sequence[str] = (), *, url: str | None = None,
@@ -142,8 +204,10 @@ async def aproxy(command: Sequence[str] = (), *, url: str | None = None,
                  sensitive: Mapping[str, Collection[str]] | None = None,
                  records: RecordSink | None = None, store: WriteStore | str | None = None,
                  timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
-                 name: str = "agtool-proxy") -> None:
-    """Serve the tools of an MCP server over stdio through a gate, until the client leaves.
+                 name: str = "agtool-proxy", http: HttpOptions | None = None,
+                 rates: Rates | None = None) -> None:
+    """Serve the tools of an MCP server through a gate, over stdio (or streamable HTTP with
+    ``http``, behind the door of ``aserve_http``), until the client leaves.
 
     The upstream is ``command``, started as a stdio subprocess with the SDK's
     default environment plus the variables ``env`` names, or the streamable
@@ -160,15 +224,24 @@ async def aproxy(command: Sequence[str] = (), *, url: str | None = None,
     not start or list its tools raises ``UpstreamUnavailable`` before anything
     is served, and one lost for good raises it then.
     """
+    if http is not None:
+        check_binding(http)  # before the upstream is started
     async with Upstream(command, url=url, env=env, restarts=restarts) as upstream:
         served = Served(upstream, trust_tools, effects or {}, sensitive or {}, timeout, pins)
         served.admit(upstream.listed)
         upstream.on_listing = served.admit
         gate = Gate(served.table, scope=scope, records=records, store=store)
         mcp_server = proxy_server(upstream, gate, served, name=name, timeout=timeout)
-        with _stopping_on_signals(upstream), stdout_lines() as stdout:
-            await serve_upstream(upstream, mcp_server,
-                                 lambda served: aserve_stdio(served, stdin_lines(), stdout))
+        if rates is not None:
+            mcp_server.middleware.append(RateMiddleware(rates))
+        with _stopping_on_signals(upstream):
+            if http is not None:
+                await serve_upstream(upstream, mcp_server,
+                                     lambda served: aserve_http(served, http))
+                return
+            with stdout_lines() as stdout:
+                await serve_upstream(upstream, mcp_server,
+                                     lambda served: aserve_stdio(served, stdin_lines(), stdout))
 
 
 @contextlib.contextmanager

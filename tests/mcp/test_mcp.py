@@ -28,7 +28,7 @@ import agtool
 from agtool import Gate, to_json_schema
 from agtool._cli import main
 from agtool._loader import load_table
-from agtool.mcp import RUN_ID_META, STEP_ID_META, server
+from agtool.mcp import ERROR_META, RUN_ID_META, STEP_ID_META, server
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_TABLE = "tests.fixtures.mcp_table:TOOLS"
@@ -53,14 +53,20 @@ def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
 
 
 def error_of(result: Any) -> dict[str, Any]:
-    """The structured error of a failed call, checked to be in the text block too."""
+    """The structured error of a failed call: in ``_meta`` and in the text block, and never
+    as ``structuredContent``, which TypeScript SDK 1.x clients validate even on an error."""
     assert result.is_error is True
-    assert json.loads(result.content[0].text) == result.structured_content
-    return dict(result.structured_content["error"])
+    assert result.structured_content is None
+    answer = json.loads(result.content[0].text)
+    assert answer["ok"] is False
+    assert result.meta[ERROR_META] == answer["error"]
+    return dict(answer["error"])
 
 
 WRITER = frozenset({"read_public", "reversible_write"})
 SMS = {"to": "+821012345678", "text": "Your refund was sent."}
+#: The run a client names for its writes, so that a retry of one is answered from the store.
+RUN = {RUN_ID_META: "conversation-1"}
 
 
 # --- In process: agtool.mcp.server ---------------------------------------------------------
@@ -145,14 +151,16 @@ def test_a_write_is_refused_outside_the_scope_and_an_unknown_tool_is_an_error() 
 
 
 def test_a_retried_write_is_answered_from_the_store_by_its_business_key() -> None:
-    """Same run, same key args: the retry replays; other args on that key conflict."""
+    """Same named run, same key args: the retry replays; other args on that key conflict."""
     gate = Gate(fixture_tools(), scope=WRITER)
+    run_meta = {RUN_ID_META: "conversation-7"}
 
     async def scenario() -> list[Any]:
         async with Client(server(gate)) as client:
-            return [await client.call_tool("send_sms", SMS),
-                    await client.call_tool("send_sms", SMS),
-                    await client.call_tool("send_sms", {**SMS, "text": "Sent twice?"})]
+            return [await client.call_tool("send_sms", SMS, meta=run_meta),
+                    await client.call_tool("send_sms", SMS, meta=run_meta),
+                    await client.call_tool("send_sms", {**SMS, "text": "Sent twice?"},
+                                           meta=run_meta)]
 
     first, retry, other = run(scenario)
     assert first.structured_content == retry.structured_content == {"sent": 1}
@@ -197,7 +205,8 @@ def agtool_params(*argv: str, **env: str) -> StdioServerParameters:
 
 @pytest.mark.slow
 def test_mcp_serve_over_stdio(tmp_path: Path) -> None:
-    """A real client lists, calls, is refused and retries a write against `agtool mcp serve`."""
+    """A real client lists, calls, is refused and retries a write (in the run it names)
+    against `agtool mcp serve`."""
     runs, records = tmp_path / "runs.txt", tmp_path / "records.jsonl"
     params = agtool_params("mcp", "serve", "--table", FIXTURE_TABLE, "--scope", "read_public",
                            "--scope", "reversible_write", "--records", str(records),
@@ -210,8 +219,8 @@ def test_mcp_serve_over_stdio(tmp_path: Path) -> None:
             return [listed,
                     await session.call_tool("search_tickets", {"status": "open", "limit": 2}),
                     await session.call_tool("search_tickets", {"status": "open", "limit": True}),
-                    await session.call_tool("send_sms", SMS),
-                    await session.call_tool("send_sms", SMS)]
+                    await session.call_tool("send_sms", SMS, meta=RUN),
+                    await session.call_tool("send_sms", SMS, meta=RUN)]
 
     listed, good, bad, first, retry = run(scenario)
     assert [tool.name for tool in listed.tools] == ["search_tickets", "customer", "send_sms"]
