@@ -176,10 +176,14 @@ class Scrubber:
     for none.
     """
 
-    __slots__ = ("_longest", "_pattern", "_reliable", "_runs", "values")
+    __slots__ = ("_fragments", "_longest", "_pattern", "_reliable", "_runs", "values")
 
-    def __init__(self, values: Iterable[str]) -> None:
+    def __init__(self, values: Iterable[str], *, fragments: bool = True) -> None:
         self.values = tuple(values)
+        #: Whether runs of a long value's characters are taken out too (a cut prefix or
+        #: suffix of a secret). Off for values that are not secrets, only private (a
+        #: whole environment, say): their runs would be ordinary words.
+        self._fragments = fragments
         self._pattern: re.Pattern[str] | object | None = _UNCOMPILED
         self._longest = 0
         self._runs = _Runs(())
@@ -226,7 +230,8 @@ class Scrubber:
             self._longest = max([self._longest, *(
                 12 * len(value) for value in self.values if len(value) <= SPELLED_CHARS)])
         # As written, and as an excerpt or an upstream collapses or drops its whitespace.
-        self._runs = _Runs({form for value in self.values if len(value) >= RUN_VALUE
+        self._runs = _Runs({form for value in self.values
+                            if self._fragments and len(value) >= RUN_VALUE
                             for form in (value, " ".join(value.split()), "".join(value.split()))})
         self._pattern = (re.compile("|".join(alternatives), re.IGNORECASE)
                          if alternatives else None)

@@ -113,7 +113,9 @@ def environment_scrubber(environ: Mapping[str, str] | None = None,
     values = {value for value in [*(environ if environ is not None else os.environ).values(),
                                   *(extra or {}).values()]
               if len(value.strip()) >= SCRUB_MIN_CHARS}
-    return Scrubber(sorted(values))
+    # Each value in every spelling, but not its runs of characters: a whole environment
+    # holds paths and test names whose pieces are ordinary words ("structure").
+    return Scrubber(sorted(values), fragments=False)
 
 
 def _is_url(target: str) -> bool:

@@ -90,6 +90,15 @@ def test_replay_flags_carry_every_option_but_a_value_given_on_the_command_line()
     assert options.replay_flags(pytest=True)[0] == "--agtool-allow-writes"
 
 
+def test_the_environment_scrubber_leaves_the_words_inside_a_value() -> None:
+    """A whole value is taken out, but not the words inside it: an environment holds paths
+    and test names ("...result_without_structure_fail"), and "structuredContent" in a
+    failure line must stay readable (a secret's scrubber takes such runs out; this one not)."""
+    scrubber = environment_scrubber({"PYTEST_CURRENT_TEST": "test_a_result_without_structure"})
+    assert scrubber.text("returned no structuredContent") == "returned no structuredContent"
+    assert "without_structure" not in scrubber.text("x test_a_result_without_structure y")
+
+
 def test_the_scrubber_takes_out_every_long_value_of_the_environment() -> None:
     """Values of six characters or more are replaced in every spelling; shorter ones (a
     flag, a digit) are left, since they cannot be told apart from ordinary text."""

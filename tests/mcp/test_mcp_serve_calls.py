@@ -133,11 +133,11 @@ class SlowStore(SqliteStore):
 
 @pytest.fixture
 def locked_store(tmp_path: Path) -> Iterator[tuple[SlowStore, sqlite3.Connection]]:
-    """A store on a file, and a second connection holding that file's write lock."""
+    """A store on a file, and a second connection to it that will hold its write lock (taken
+    once the gate has opened the store: opening reads the store's key fingerprint)."""
     path = tmp_path / "writes.db"
     store = SlowStore(path)
     holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    holder.execute("BEGIN EXCLUSIVE")
     try:
         yield store, holder
     finally:
@@ -152,6 +152,7 @@ def test_a_write_waiting_on_a_locked_store_does_not_stall_a_read(
     store, holder = locked_store
     table = Table()
     mcp_server = server(Gate(table.tools(), scope=WRITER, store=store))
+    holder.execute("BEGIN EXCLUSIVE")
     order: list[str] = []
 
     async def scenario() -> Any:
