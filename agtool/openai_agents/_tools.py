@@ -7,9 +7,10 @@ nullable, which the gate reads as "not given"), and its ``on_invoke_tool``
 hands the model's raw JSON to ``Gate.acall_for_model`` and the answer back
 as JSON text. The SDK's ``function_tool`` would run ``"5"`` as 5, ``True``
 as 1 and drop an extra argument; here none of that reaches a body. A tool
-whose contract needs an approval has ``needs_approval=True``: the run is
-interrupted for a person, and the gate still runs it only with
-``gate.approve`` of its exact args among the adapter's ``approvals``.
+whose contract needs an approval interrupts the run for a person
+(``needs_approval``) when its args pass the gate's checks, and the gate still
+runs it only with ``gate.approve`` of its exact args among the adapter's
+``approvals``: the SDK's approval is by call id.
 
 ``gate_guardrail(gate)`` is a tool input guardrail for tools the agent
 already has: it checks the raw JSON against the table (whitelist, authority,
@@ -52,6 +53,19 @@ class _Invoke:
         return answer_text(answer)
 
 
+class _NeedsApproval:
+    """``needs_approval`` of a tool whose contract needs one: a person is asked only about a
+    call the gate would otherwise run, never about args it refuses anyway."""
+
+    def __init__(self, gate: Gate, name: str, scope: Collection[str] | None) -> None:
+        self.gate, self.name, self.scope = gate, name, scope
+
+    async def __call__(self, ctx: object, params: dict[str, Any], call_id: str) -> bool:
+        answer = await self.gate.acall_for_model(self.name, params, scope=self.scope,
+                                                 dry_run=True)
+        return bool(answer["ok"])
+
+
 def function_tools(gate: Gate, names: Iterable[str] | None = None, *,
                    scope: Collection[str] | None = None,
                    approvals: Iterable[Approval] = (), run_id: str | None = None,
@@ -78,7 +92,8 @@ def function_tools(gate: Gate, names: Iterable[str] | None = None, *,
             name=contract.name, description=contract.description,
             params_json_schema=spec["parameters"], strict_json_schema=spec["strict"],
             on_invoke_tool=_Invoke(gate, contract.name, scope, approvals, run_id, step_id),
-            needs_approval=contract.needs_approval))
+            needs_approval=_NeedsApproval(gate, contract.name, scope)
+            if contract.needs_approval else False))
     return tools
 
 

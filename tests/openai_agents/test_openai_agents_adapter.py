@@ -86,7 +86,8 @@ def test_the_model_is_shown_the_gates_strict_schema() -> None:
         assert tool.strict_json_schema is spec["strict"]
     assert tools["search_tickets"].strict_json_schema is True
     assert tools["search_loose"].strict_json_schema is False  # "optional, never null"
-    assert [tool.needs_approval for tool in tools.values()] == [False, False, True, False]
+    assert [callable(tool.needs_approval) for tool in tools.values()] == [
+        False, False, True, False]
 
 
 @pytest.mark.parametrize("run", RUNS)
@@ -176,6 +177,20 @@ def test_an_approval_needs_the_gates_approval_of_the_exact_args(run: Run) -> Non
     done = run(second, state)
     assert done.final_output == "done"
     assert desk.emails == ["ann@example.com"]
+
+
+def test_a_person_is_never_asked_about_args_the_gate_refuses() -> None:
+    """A careless call of a tool that needs an approval is answered with its refusal at once:
+    no interruption, no body run."""
+    desk = Desk()
+    careless = function_call("send_email", {"to": "ann@example.com", "body": 7}, call_id="e1")
+    model = ScriptedModel([[careless], [assistant_message("done")]])
+    agent = Agent(name="desk", model=model,
+                  tools=function_tools(Gate(desk.table, scope=SCOPE)))
+    result = run_sync(agent, "email Ann")
+    assert result.interruptions == []
+    assert reason(outputs(result)["e1"]) == "args:type:body"
+    assert desk.emails == []
 
 
 @pytest.mark.parametrize("run", RUNS)
