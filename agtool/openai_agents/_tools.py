@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from agents import FunctionTool, ToolGuardrailFunctionOutput, ToolInputGuardrail
+from agents import FunctionTool, Tool, ToolGuardrailFunctionOutput, ToolInputGuardrail
 from agents.tool_context import ToolContext
 from agents.tool_guardrails import ToolInputGuardrailData
 
@@ -69,8 +69,10 @@ class _NeedsApproval:
 def function_tools(gate: Gate, names: Iterable[str] | None = None, *,
                    scope: Collection[str] | None = None,
                    approvals: Iterable[Approval] = (), run_id: str | None = None,
-                   step_id: str | None = None) -> list[FunctionTool]:
+                   step_id: str | None = None) -> list[Tool]:
     """``FunctionTool`` s for ``names`` (default: every tool) of ``gate``'s table.
+
+    Typed as the SDK's ``Tool``, which ``Agent(tools=...)`` takes.
 
     ``Agent(name=..., tools=function_tools(gate))``. ``scope`` and ``approvals``
     are the caller's authority (default: the gate's scope, no approvals);
@@ -82,7 +84,7 @@ def function_tools(gate: Gate, names: Iterable[str] | None = None, *,
     """
     if not isinstance(gate, Gate):
         raise TypeError(f"function_tools needs an agtool.Gate, got {type(gate).__name__}")
-    tools = []
+    tools: list[Tool] = []
     for name in gate.table if names is None else names:
         contract = gate.contract(name) if type(name) is str else None
         if contract is None:
