@@ -32,6 +32,7 @@ def model_args(raw: object) -> object:
     if not raw.strip():
         return {}
     try:
+        # The standard parser, not orjson: orjson reads an int beyond 64 bits as a float.
         return json.loads(raw)
     except (ValueError, RecursionError):  # not JSON, or nested past what a parser will read
         return raw

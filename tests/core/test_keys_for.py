@@ -32,6 +32,19 @@ def test_openai_agents_keys_a_call_by_the_given_run_or_its_group() -> None:
         "run_id": None, "step_id": "7"}
 
 
+def test_temporal_keys_an_activity_by_its_workflow_and_activity_ids() -> None:
+    """Inside a real Temporal activity (temporalio's test environment, no server), the ids
+    are the activity's: the same on each of its retries."""
+    import dataclasses
+
+    from temporalio.testing import ActivityEnvironment
+
+    environment = ActivityEnvironment()
+    environment.info = dataclasses.replace(environment.info, workflow_id="wf-9",
+                                           activity_id="act-3", attempt=2)
+    assert environment.run(keys_for.temporal) == {"run_id": "wf-9", "step_id": "act-3"}
+
+
 @pytest.mark.parametrize(("function", "package", "install"), [
     pytest.param(keys_for.dbos, "dbos", "dbos", id="dbos"),
     pytest.param(keys_for.temporal, "temporalio", "temporalio", id="temporal"),

@@ -348,6 +348,13 @@ def test_the_capability_defers_an_approval_and_runs_only_what_was_approved(run: 
     assert desk.emails == ["ann@example.com"]
 
 
+def test_the_capability_refuses_what_is_not_a_gate() -> None:
+    """A programming mistake is raised when the capability is made; no agent spec names it."""
+    with pytest.raises(TypeError, match=r"needs an agtool\.Gate"):
+        GateCapability(Desk().table)  # type: ignore[arg-type]
+    assert GateCapability.get_serialization_name() is None
+
+
 # --- without the extra -------------------------------------------------------------------------
 
 
