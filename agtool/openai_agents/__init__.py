@@ -13,7 +13,7 @@ raised into the run. A write is keyed by the run id (``run_id=``, else the
 run config's ``group_id``) and the tool-call id, so a call retried under the
 same id runs once.
 
-Needs the ``openai-agents`` extra (``pip install 'agtool[openai-agents]'``).
+Needs the ``openai-agents`` extra (``pip install 'agtool-gate[openai-agents]'``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ try:
     import agents as _sdk  # noqa: F401 - imported for the one-line error below
 except ImportError:
     raise ImportError("agtool.openai_agents needs the openai-agents extra: "
-                      "pip install 'agtool[openai-agents]'") from None
+                      "pip install 'agtool-gate[openai-agents]'") from None
 
 from ._tools import function_tools, gate_guardrail
 

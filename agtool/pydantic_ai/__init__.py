@@ -20,7 +20,7 @@ resumed with other args (``ToolApproved(override_args=...)``) is deferred
 again for those. A write is keyed by the conversation id and the tool-call
 id, so a call retried under the same id runs once.
 
-Needs the ``pydantic-ai`` extra (``pip install 'agtool[pydantic-ai]'``).
+Needs the ``pydantic-ai`` extra (``pip install 'agtool-gate[pydantic-ai]'``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ try:
     import pydantic_ai as _sdk  # noqa: F401 - imported for the one-line error below
 except ImportError:
     raise ImportError("agtool.pydantic_ai needs the pydantic-ai extra: "
-                      "pip install 'agtool[pydantic-ai]'") from None
+                      "pip install 'agtool-gate[pydantic-ai]'") from None
 
 from ._answer import APPROVALS_KEY, ARGS_KEY, ERROR_KEY
 from ._capability import GateCapability

@@ -238,4 +238,4 @@ def test_without_the_openai_agents_extra_the_import_error_names_it(
     with pytest.raises(ImportError) as caught:
         importlib.import_module("agtool.openai_agents")
     assert str(caught.value) == ("agtool.openai_agents needs the openai-agents extra: "
-                                 "pip install 'agtool[openai-agents]'")
+                                 "pip install 'agtool-gate[openai-agents]'")

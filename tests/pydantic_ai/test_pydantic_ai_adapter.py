@@ -367,4 +367,4 @@ def test_without_the_pydantic_ai_extra_the_import_error_names_it(
     with pytest.raises(ImportError) as caught:
         importlib.import_module("agtool.pydantic_ai")
     assert str(caught.value) == (
-        "agtool.pydantic_ai needs the pydantic-ai extra: pip install 'agtool[pydantic-ai]'")
+        "agtool.pydantic_ai needs the pydantic-ai extra: pip install 'agtool-gate[pydantic-ai]'")
