@@ -348,6 +348,32 @@ def test_the_capability_defers_an_approval_and_runs_only_what_was_approved(run: 
     assert desk.emails == ["ann@example.com"]
 
 
+def test_the_capability_binds_an_approval_to_the_override_args() -> None:
+    """Resumed with ``override_args`` and an approval of the model's args, the agent's own
+    tool is deferred again, naming the args that would run; approved for those, it runs."""
+    desk = Desk()
+    gate = Gate(desk.contracts_only(), scope=SCOPE)
+    email = {"to": "ann@example.com", "body": "Refunded."}
+    other = {**email, "to": "eve@example.com"}
+    script = Script([call("send_email", email, "e1")])
+    agent, capabilities = own_tools(desk), [GateCapability(gate)]
+    asked = run_sync(agent, "email Ann", model=script.model, capabilities=capabilities)
+
+    def resumed(approval: Any) -> Any:
+        return run_sync(agent, model=script.model, capabilities=capabilities,
+                        message_history=asked.all_messages(),
+                        deferred_tool_results=DeferredToolResults(
+                            approvals={"e1": ToolApproved(override_args=other)},
+                            metadata={"e1": {APPROVALS_KEY: [approval]}}))
+
+    again = resumed(gate.approve("send_email", email))
+    assert isinstance(again.output, DeferredToolRequests)
+    assert again.output.metadata["e1"][ARGS_KEY] == other
+    assert desk.emails == []
+    assert resumed(gate.approve("send_email", other)).output == "done"
+    assert desk.emails == ["eve@example.com"]
+
+
 def test_the_capability_refuses_what_is_not_a_gate() -> None:
     """A programming mistake is raised when the capability is made; no agent spec names it."""
     with pytest.raises(TypeError, match=r"needs an agtool\.Gate"):
