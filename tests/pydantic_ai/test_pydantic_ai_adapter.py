@@ -248,6 +248,20 @@ def test_an_approval_is_a_deferred_call_and_binds_the_args_that_run(run: Run) ->
     assert desk.emails == ["eve@example.com"]
 
 
+def test_the_toolset_composes_with_pydantic_ais_own_wrappers() -> None:
+    """Prefixed, the model sees and calls the prefixed name and the gate its own tool."""
+    desk = Desk()
+    script = Script([call("desk_search_tickets", {"status": "open", "limit": "2"}, "str"),
+                     call("desk_search_tickets", {"status": "open", "limit": 2}, "good")])
+    toolset = gated_toolset(Gate(desk.table), ["search_tickets"]).prefixed("desk")
+    run_sync(Agent(script.model, toolsets=[toolset]), "tickets?")
+    assert [tool.name for tool in script.shown[0]] == ["desk_search_tickets"]
+    returned = script.returned()
+    assert reason(returned["str"]) == "args:type:limit"
+    assert content(returned["good"])["source"]["tool"] == "search_tickets"
+    assert desk.searches == [2]
+
+
 def test_the_toolset_refuses_what_is_not_a_gate_or_a_tool() -> None:
     """A programming mistake is raised when the toolset is made, naming it."""
     with pytest.raises(TypeError, match=r"needs an agtool\.Gate"):
