@@ -35,7 +35,8 @@ def test_without_postgres_the_run_says_so_in_one_line_and_passes(tmp_path: Path)
     lines = done.stdout.splitlines()
     assert done.returncode == 0, done.stdout[-3000:]
     group = [line for line in lines if "PostgreSQL tests skipped:" in line]
-    assert len(group) == 1 and "AGTOOL_TEST_POSTGRES" in group[0]
+    assert len(group) == 1
+    assert "AGTOOL_TEST_POSTGRES" in group[0]
     assert not [line for line in lines if line.startswith("SKIPPED")]
     assert "skipped without PostgreSQL" in lines[-1]
     assert not [line for line in lines if "FAIL" in line]
