@@ -26,7 +26,7 @@ from agents import FunctionTool, Tool, ToolGuardrailFunctionOutput, ToolInputGua
 from agents.tool_context import ToolContext
 from agents.tool_guardrails import ToolInputGuardrailData
 
-from .. import keys_for
+from .. import _engine_keys as keys_for
 from .._adapter_io import answer_text, model_args
 from .._authority import Approval
 from .._gate import Gate

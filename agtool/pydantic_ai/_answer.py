@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic_ai import ApprovalRequired, ModelRetry, RunContext, ToolFailed
 
-from .. import keys_for
+from .. import _engine_keys as keys_for
 from .._adapter_io import answer_text
 from .._authority import Approval
 

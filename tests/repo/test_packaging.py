@@ -37,7 +37,7 @@ EXTRA_MODULES = {"langchain": re.compile(r"agtool/langchain/\w+\.py"),
                  "openai-agents": re.compile(r"agtool/openai_agents/\w+\.py")}
 # agtool.keys_for reads a durable engine's ids through the engine's own package, imported
 # inside the function a step running in that engine calls: never a dependency of agtool.
-ENGINE_IMPORTS = {"agtool/keys_for.py": {"dbos", "temporalio"}}
+ENGINE_IMPORTS = {"agtool/_engine_keys.py": {"dbos", "temporalio"}}
 
 
 def _distribution(requirement: str) -> str:
