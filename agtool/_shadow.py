@@ -1,0 +1,106 @@
+"""A gate whose bodies are a framework's own tools, bound one call at a time.
+
+An adapter that gates tools an agent already has (pydantic-ai's
+``GateCapability``) calls a *shadow* of the caller's gate: the same table,
+scope, write store, records and memo settings, but every ``fn`` replaced by a
+stand-in (``_Body``) that awaits the framework's own tool bound to the call
+under way. The gate looks the tool up, authorizes, checks the args, consults
+the memo or claims the write's key, and only then calls the stand-in, so the
+framework's tool runs with the checked args, or not at all.
+
+A framework's control-flow exception raised by its tool (a retry request, a
+deferral) is carried through the gate as ``Escape``, a ``NotApplied``: the
+tool stopped before its effect, a write's key is freed, and ``bound`` raises
+the framework's own exception again for the framework to handle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from ._errors import NotApplied
+from ._gate import Gate
+
+__all__ = ["AsyncBody", "Escape", "bound", "shadow"]
+
+#: The framework's tool for the call under way: ``args -> awaitable value``.
+AsyncBody = Callable[[dict[str, Any]], Awaitable[Any]]
+
+_BOUND: ContextVar[tuple[str, AsyncBody] | None] = ContextVar("agtool_shadow_bound",
+                                                              default=None)
+
+
+class Escape(NotApplied):
+    """A framework's exception raised by its tool, carried through the gate unchanged."""
+
+    def __init__(self, signal: Exception) -> None:
+        super().__init__()
+        self.signal = signal
+
+
+class _Body:
+    """A table entry's ``fn``: awaits the framework's tool bound to the call under way."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def __call__(self, /, **args: Any) -> Any:
+        tool = _BOUND.get()
+        if tool is None or tool[0] != self.name:
+            raise RuntimeError(f"{self.name} was called outside a framework's call of it")
+        return await tool[1](args)
+
+
+class _Bodies(Mapping[str, Mapping[str, Any]]):
+    """The caller's table, live, with each entry's ``fn`` replaced by its ``_Body``.
+
+    A copy is kept while the entry, its ``fn``, ``args`` and ``returns`` are the
+    same objects, so the gate sees a replaced entry as replaced and an unchanged
+    one as unchanged (and compiles it once).
+    """
+
+    def __init__(self, table: Mapping[str, Mapping[str, Any]]) -> None:
+        self._table = table
+        self._copies: dict[str, tuple[tuple[object, ...], dict[str, Any]]] = {}
+
+    def __getitem__(self, name: str) -> Mapping[str, Any]:
+        entry = self._table[name]
+        if not isinstance(entry, Mapping):
+            return entry  # the gate refuses it as it is
+        seen = (entry, entry.get("fn"), entry.get("args"), entry.get("returns"))
+        kept = self._copies.get(name)
+        if kept is not None and all(a is b for a, b in zip(kept[0], seen, strict=True)):
+            return kept[1]
+        copy = {**entry, "fn": _Body(name)}
+        self._copies[name] = (seen, copy)
+        return copy
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+def shadow(gate: Gate) -> Gate:
+    """A gate over ``gate``'s table whose bodies are the tools bound by ``bound``, sharing its
+    scope, write store, records, secret and memo settings."""
+    return Gate(_Bodies(gate.table), scope=gate.scope, store=gate.store, records=gate.records,
+                pending_wait=gate.pending_wait, memo_size=gate.cache.size,
+                memo_ttl=gate.memo_ttl, clock=gate.cache.clock)
+
+
+@contextmanager
+def bound(name: str, tool: AsyncBody) -> Iterator[None]:
+    """``tool`` is the body of ``name`` for the call made inside; an ``Escape`` from it is
+    raised as the framework's own exception."""
+    token = _BOUND.set((name, tool))
+    try:
+        yield
+    except Escape as escape:
+        raise escape.signal from None
+    finally:
+        _BOUND.reset(token)
