@@ -209,7 +209,7 @@ def key_source(name: str, version: str,
     containers = False
     for number, (arg, spec) in enumerate(specs.items()):
         read = f"snapshot[{arg!r}]" if spec.required else f"snapshot.get({arg!r}, KEY_ABSENT)"
-        if spec.type in ("list", "dict"):
+        if spec.type in ("list", "dict", "any"):  # "any" may hold a container too
             containers = True
             part = "key_exact" if is_closed(spec) else "key_open"
             # An absent optional container is keyed as absent, not as a value.
