@@ -1,6 +1,5 @@
 """The ``agtool`` command.
 
-- ``agtool report`` regenerates the measured tool report;
 - ``agtool export --format openai|anthropic|mcp [--table module:TOOLS]`` prints a
   contract table's tools as provider tool definitions (JSON);
 - ``agtool lint FILE | --table module:TOOLS [--json] [--strict]`` lists review
@@ -53,14 +52,7 @@ EXIT_PIPE = 141
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agtool`` console script; returns the exit status."""
     parser = command_parser()
-    args, rest = parser.parse_known_args(argv)
-    if args.command == "report":
-        # Imported here: the report pulls in the harness, which plain gate users do not need.
-        from reports import main as report_main
-
-        return report_main(rest)
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args = parser.parse_args(argv)
     try:
         status = int(args.run(args))
         sys.stdout.flush()  # here, so a closed pipe is met inside the handler below
@@ -78,11 +70,6 @@ def command_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agtool", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser(
-        "report",
-        help="regenerate reports/tool_report.json and .md from real runs",
-        add_help=False,  # the report's own parser answers --help
-    )
     _add_export(commands)
     _add_lint(commands)
     _add_mcp(commands)
@@ -310,9 +297,8 @@ def _add_check(commands: Any) -> None:
 def _check(args: argparse.Namespace) -> int:
     from hypothesis import settings
 
-    from strategies.profiles import DEFAULT_PROFILE, register_profiles
-
-    from ._mcp_check import choose_seed, run_check
+    from .harness._mcp_check import choose_seed, run_check
+    from .harness.strategies.profiles import DEFAULT_PROFILE, register_profiles
 
     register_profiles()
     # Read, not loaded: the command changes no Hypothesis setting of the process it runs in.

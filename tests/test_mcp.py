@@ -416,7 +416,7 @@ def test_the_proxy_in_process_gates_the_lax_server(tmp_path: Path,
     (the upstream is a real subprocess): the lax server's coercion and dropping are refused
     before it runs, a good call reaches it, a trusted tool passes through ungated, and
     every call leaves a record."""
-    from agtool._mcp_proxy import Upstream, gated_table, proxy_server
+    from agtool.mcp._proxy import Upstream, gated_table, proxy_server
 
     runs = tmp_path / "runs.jsonl"
     monkeypatch.setenv("LAX_RUNS", str(runs))

@@ -25,9 +25,9 @@ FIRST_PARTY = {"agtool", "strategies", "reports", "pytest_agtool", "bench"}
 # The plugin runs inside pytest, so pytest is there whenever the plugin is imported.
 PRESENT_WITH_THE_PLUGIN = {"pytest", "_pytest"}
 # Modules that belong to an extra: they may import it, and only it, beyond the core.
-EXTRA_MODULES = {"langchain": re.compile(r"agtool/(langchain|_lc_\w+)\.py"),
-                 "mcp": re.compile(r"agtool/(mcp|_mcp_\w+)\.py"),
-                 "postgres": re.compile(r"agtool/_postgres\.py")}
+EXTRA_MODULES = {"langchain": re.compile(r"agtool/langchain/\w+\.py"),
+                 "mcp": re.compile(r"agtool/(mcp/\w+|harness/_mcp_check)\.py"),
+                 "postgres": re.compile(r"agtool/_store/postgres\.py")}
 
 
 def _distribution(requirement: str) -> str:
@@ -67,8 +67,7 @@ def _providers(root: str) -> set[str]:
 
 
 def _installed_sources() -> list[Path]:
-    return [*sorted((ROOT / "agtool").glob("*.py")), *sorted((ROOT / "strategies").glob("*.py")),
-            ROOT / "pytest_agtool.py"]
+    return [*sorted((ROOT / "agtool").rglob("*.py")), ROOT / "pytest_agtool.py"]
 
 
 def _extra_of(path: Path) -> str | None:
@@ -77,7 +76,7 @@ def _extra_of(path: Path) -> str | None:
                  if pattern.fullmatch(relative)), None)
 
 
-@pytest.mark.parametrize("path", _installed_sources(), ids=lambda path: path.name)
+@pytest.mark.parametrize("path", _installed_sources(), ids=lambda path: str(path.relative_to(ROOT)))
 def test_every_import_is_a_declared_dependency(path: Path) -> None:
     """Each third-party import of an installed module comes from a core dependency, or
     from its own extra for the modules of an extra."""
@@ -103,6 +102,6 @@ def test_the_dev_extra_installs_every_extra() -> None:
 def test_the_harness_is_in_the_core() -> None:
     """The strategies the plugin draws from need Hypothesis, and a plain install has it."""
     strategies_imports = set().union(
-        *(_third_party(path) for path in (ROOT / "strategies").glob("*.py")))
+        *(_third_party(path) for path in (ROOT / "agtool" / "harness" / "strategies").glob("*.py")))
     assert "hypothesis" in strategies_imports
     assert "hypothesis" in _requirements(None)
