@@ -167,6 +167,9 @@ def _add_mcp(commands: Any) -> None:
     proxy.add_argument("--effect", action="append", default=[], metavar="NAME=EFFECT",
                        help="NAME's effect or risk level instead of its annotations' "
                        "(read, write, reversible_write, ...); repeatable")
+    proxy.add_argument("--memo", action="append", default=[], metavar="NAME=SECONDS",
+                       help="remember NAME's successful reads for SECONDS (default: no upstream "
+                       "read is remembered; any write forgets them all); repeatable")
     proxy.add_argument("--sensitive", action="append", default=[], metavar="NAME.FIELD",
                        help="redact NAME's argument or returned key FIELD; repeatable")
     proxy.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
@@ -258,9 +261,19 @@ def _mcp_proxy(args: argparse.Namespace) -> int:
         tool, field = _pair(item, ".", "--sensitive")
         sensitive.setdefault(tool, []).append(field)
     timeout = mcp.DEFAULT_UPSTREAM_TIMEOUT if args.timeout is None else args.timeout
+    memo = {name: _memo_seconds(seconds) for name, seconds in
+            (_pair(item, "=", "--memo") for item in args.memo)}
     mcp.proxy(command, trust_tools=args.trust_tool, effects=effects, sensitive=sensitive,
+              memo=memo,
               timeout=timeout, **_gate_options(args))
     return 0
+
+
+def _memo_seconds(text: str) -> float:
+    try:
+        return _seconds(text)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise TableError(f"--memo ...={text}: expected a positive number of seconds") from None
 
 
 def _pair(item: str, sep: str, option: str) -> tuple[str, str]:

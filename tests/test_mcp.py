@@ -310,10 +310,9 @@ def test_the_proxy_refuses_what_the_lax_server_would_coerce_or_drop(tmp_path: Pa
     assert lax_runs(tmp_path) == [{"tool": "count_items", "limit": 2, "region": "seoul"},
                                   {"tool": "count_items", "limit": 2, "region": "busan"}]
     names = [tool.name for tool in listed.tools]
-    # days_until's format is unenforceable
+    # days_until's `not` is unenforceable (its format: date alone would be enforced)
     assert names == ["count_items", "stock_level", "delete_everything"]
-    assert "'days_until' is hidden" in err
-    assert "format" in err
+    assert "'days_until' is hidden: keyword 'not'" in err
     assert "'delete_everything' does not say it is read-only" in err
     records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert [record["reason"] for record in records] == [

@@ -6,7 +6,8 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NoReturn
+from types import MappingProxyType
+from typing import Any, NamedTuple, NoReturn
 from urllib.parse import unquote
 
 from .._contract import parse_entry
@@ -17,7 +18,8 @@ from .._reasons import shown
 from .ecma import _re2_escapes, gate_pattern
 from .export import _JSON_TYPES, ECHO_KEYWORD, ECHO_NOTE, _escape
 
-__all__ = ["RECURSION_DEPTH", "from_json_schema", "open_objects"]
+__all__ = ["IMPORT_DIFFERENCES", "RECURSION_DEPTH", "ImportDifference", "from_json_schema",
+           "open_objects", "schema_is_open"]
 
 _log = logging.getLogger("agtool")
 #: How many levels of nesting a recursive ``$ref`` (a tree: A -> B -> A) is
@@ -60,6 +62,46 @@ _HINTS = {
     "nullable": _NULL_HINT,
 }
 _CUT = object()  # what deref answers for a recursive reference met too deep
+
+
+class ImportDifference(NamedTuple):
+    """One place where the gate's reading of an imported schema differs from JSON Schema's."""
+
+    #: Why, in a sentence or two.
+    why: str
+    #: ``True``: the gate refuses values the source schema admits; ``False``: it
+    #: admits some the source schema refuses (and the harness, not the gate, sees them).
+    stricter: bool
+
+
+#: Every difference between the gate on an imported contract and JSON Schema on
+#: the source schema, keyed by the keyword it concerns (``STRICTER_THAN_JSON_SCHEMA``
+#: lists those between the gate and its own exported schema, which hold here too).
+IMPORT_DIFFERENCES: Mapping[str, ImportDifference] = MappingProxyType({
+    "additionalProperties": ImportDifference(
+        "An argument object that names its keys is closed by the gate whether or not the "
+        "schema says additionalProperties: false: a model's unnamed argument is a typo or a "
+        "hallucination, and a server that drops it runs with defaults. open_objects() names "
+        "where the source schema was open.", True),
+    "type": ImportDifference(
+        "A schema without type but with a type's keywords (properties, items, pattern, "
+        "minimum, ...) is read as that type; JSON Schema lets values of every other type "
+        "pass. A schema with none of them takes any JSON value but null.", True),
+    "null": ImportDifference(
+        "Null is read only as an optional key's 'not given': a required key, a list item or "
+        "a typeless value that is null is refused, where {} or a null branch admits it.",
+        True),
+    "format": ImportDifference(
+        "A format outside STRING_FORMATS is left unchecked, as JSON Schema 2020-12 does by "
+        "default, and named in a warning on the agtool logger.", False),
+    "$ref": ImportDifference(
+        f"A recursive reference is expanded to RECURSION_DEPTH ({RECURSION_DEPTH}) levels of "
+        f"nesting; deeper, any JSON value passes, and a warning says where.", False),
+    "results": ImportDifference(
+        "A returned object is open in the gate, additionalProperties: false or not: a key "
+        "the output schema does not name passes unchecked (the harness checks outputSchema "
+        "with jsonschema).", False),
+})
 
 
 def _no_fn(**kwargs: Any) -> Any:  # pragma: no cover - replaced before any call
@@ -549,6 +591,46 @@ class _Importer:
             suffix = f"/{keywords[0]}" if keywords else ""
             raise SchemaError(self.source, self.tool, self.base + where + suffix,
                               exc.problem) from exc
+
+
+def open_objects(schema: object) -> tuple[str, ...]:
+    """JSON pointers of the argument objects that ``schema`` leaves open and the gate closes.
+
+    An object that names its keys (and the root, always) without
+    ``additionalProperties: false`` admits other keys in JSON Schema; the gate
+    refuses them (``IMPORT_DIFFERENCES["additionalProperties"]``). A harness reads
+    this to tell "the server's schema allows extra keys" from "the server broke its
+    schema". Every schema in the document is looked at, ``$defs`` included.
+    """
+    found: list[str] = []
+    _walk_open(schema, "", True, found)
+    return tuple(found)
+
+
+def _walk_open(node: object, where: str, root: bool, found: list[str]) -> None:
+    if isinstance(node, list):
+        for index, child in enumerate(node):
+            _walk_open(child, f"{where}/{index}", False, found)
+        return
+    if not isinstance(node, Mapping):
+        return
+    names_keys = root or isinstance(node.get("properties"), Mapping) and bool(node["properties"])
+    if names_keys and node.get("additionalProperties", True) is True \
+            and node.get("unevaluatedProperties", True) is True:
+        found.append(where)
+    for key, child in node.items():
+        if key in ("properties", "$defs", "definitions", "patternProperties") and \
+                isinstance(child, Mapping):
+            for name, inner in child.items():
+                _walk_open(inner, f"{where}/{key}/{_escape(str(name))}", False, found)
+        elif key in ("items", "anyOf", "oneOf", "allOf", "prefixItems", "not",
+                     "additionalProperties", "if", "then", "else", "contains"):
+            _walk_open(child, f"{where}/{key}", False, found)
+
+
+def schema_is_open(definition: Any) -> bool:
+    """Whether a ``ToolDefinition``'s input schema admits an argument it does not name."""
+    return bool(open_objects(definition.input_schema))
 
 
 def _inferred(node: Mapping[str, Any]) -> str:

@@ -123,6 +123,7 @@ async def aproxy(command: Sequence[str], *, scope: Collection[str] = DEFAULT_SCO
                  sensitive: Mapping[str, Collection[str]] | None = None,
                  records: RecordSink | None = None, store: WriteStore | str | None = None,
                  timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
+                 memo: Mapping[str, float] | None = None,
                  name: str = "agtool-proxy") -> None:
     """Start ``command`` as an MCP server and serve its tools over stdio through a gate.
 
@@ -134,11 +135,15 @@ async def aproxy(command: Sequence[str], *, scope: Collection[str] = DEFAULT_SCO
     recorded to ``records``. An upstream call still unanswered after
     ``timeout`` seconds is answered an error. An upstream that does not start
     or list its tools raises ``UpstreamUnavailable`` before anything is served.
+    No upstream read is remembered unless ``memo`` names it with its seconds,
+    and any write through the proxy forgets every remembered read.
     """
     async with Upstream(command) as upstream:
         table, passed = gated_table(upstream, await upstream.tools(), trust_tools=trust_tools,
-                                    effects=effects, sensitive=sensitive, timeout=timeout)
+                                    effects=effects, sensitive=sensitive, timeout=timeout,
+                                    memo=memo)
         gate = Gate(table, scope=scope, records=records, store=store)
+        upstream.forget = gate.clear
         await aserve_stdio(proxy_server(upstream, gate, passed, name=name, timeout=timeout))
 
 

@@ -17,7 +17,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -42,9 +42,10 @@ UPSTREAM_TOOL_ERROR = 422
 #: Seconds an upstream call may take before it is answered ``timeout``: an upstream
 #: that never answers must not hold the client's call open for ever.
 DEFAULT_UPSTREAM_TIMEOUT = 60.0
-# What an MCP tool listing may carry that the importer reads; the rest
-# (``execution``, ``icons``, ``_meta``) validates nothing.
-_LISTED_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+# What an MCP tool listing may carry that the importer reads (``execution`` says whether
+# it must be called as a task); the rest (``icons``, ``_meta``) validates nothing.
+_LISTED_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations",
+                "execution")
 
 
 class UpstreamUnavailable(AgtoolError, ConnectionError):
@@ -69,6 +70,9 @@ class Upstream:
         self.command = list(command)
         self.session: ClientSession | None = None
         self._stack = AsyncExitStack()
+        #: Called before and after each gated write: the gate in front forgets what it
+        #: remembered of this upstream's reads (``aproxy`` sets it to ``Gate.clear``).
+        self.forget: Callable[[], None] = _nothing
 
     async def __aenter__(self) -> Upstream:
         # The whole environment, as any wrapper passes it on: the upstream's keys live there.
@@ -128,6 +132,21 @@ class Upstream:
         call_upstream.__name__ = f"upstream_{name}"
         return call_upstream
 
+    def forgetting(self, body: Any) -> Any:
+        """``body`` (a write's), forgetting every remembered read before and after it runs.
+
+        After, even when it fails: a write that timed out may have happened all the same.
+        """
+        async def write_upstream(**arguments: Any) -> Any:
+            self.forget()
+            try:
+                return await body(**arguments)
+            finally:
+                self.forget()
+
+        write_upstream.__name__ = body.__name__
+        return write_upstream
+
     def _live(self) -> ClientSession:
         if self.session is None:
             raise RuntimeError("the upstream server is not running; use `async with`")
@@ -138,15 +157,25 @@ def _text_of(result: types.CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
+def _nothing() -> None:
+    pass
+
+
 def _value_of(result: types.CallToolResult) -> Any:
-    """The result as the gate checks it: structured content, or the JSON its text holds."""
+    """The result as the gate checks it: structured content, or the object its text holds.
+
+    Text that is not a JSON object (``[]`` from a query with no rows, a number,
+    prose) is ``{"text": text}``: a tool without ``outputSchema`` promises no
+    shape, so any text is its answer, and one with an object schema must send it.
+    """
     if result.structured_content is not None:
         return result.structured_content
     text = _text_of(result)
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError:
-        return {"text": text}  # the gate refuses it unless the contract asks for an object
+        return {"text": text}
+    return value if isinstance(value, dict) else {"text": text}
 
 
 def gated_table(upstream: Upstream, listed: Sequence[types.Tool], *,
@@ -154,16 +183,19 @@ def gated_table(upstream: Upstream, listed: Sequence[types.Tool], *,
                 effects: Mapping[str, str | Mapping[str, Any]] | None = None,
                 sensitive: Mapping[str, Collection[str]] | None = None,
                 timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
+                memo: Mapping[str, float] | None = None,
                 ) -> tuple[dict[str, dict[str, Any]], dict[str, types.Tool]]:
     """The contract table of the upstream's tools, and the tools passed through ungated.
 
     ``effects`` overrides a tool's effect as ``load_tools`` does; ``sensitive``
     names, per tool, top-level arguments or returned keys to redact. Each tool
-    gets ``timeout`` (seconds) unless its ``effects`` entry sets one.
+    gets ``timeout`` (seconds) unless its ``effects`` entry sets one. No read is
+    remembered unless ``memo`` gives it seconds (``--memo NAME=SECONDS``), and
+    every write's body makes the gate forget all reads (``Upstream.forget``).
     """
     names = {tool.name for tool in listed}
     for label, given in (("--trust-tool", trust_tools), ("--effect", effects or {}),
-                         ("--sensitive", sensitive or {})):
+                         ("--sensitive", sensitive or {}), ("--memo", memo or {})):
         for name in given:
             if name not in names:
                 raise SchemaError("upstream", name, "", f"is named by {label} but the upstream "
@@ -185,12 +217,31 @@ def gated_table(upstream: Upstream, listed: Sequence[types.Tool], *,
             _mark_sensitive(entry, tool.name, (sensitive or {}).get(tool.name, ()))
             if timeout is not None:
                 entry.setdefault("timeout", timeout)
+            _remember_for(entry, tool.name, (memo or {}).get(tool.name))
         except SchemaError as exc:
-            _log.warning("tool %r is hidden: its schema cannot be enforced (%s); name it with "
-                         "--trust-tool to pass it through ungated", tool.name, exc)
+            _log.warning("tool %r is hidden: keyword %r cannot be enforced (%s); name it with "
+                         "--trust-tool to pass it through ungated", tool.name,
+                         _keyword_of(exc), exc)
             continue
+        if entry.get("effect") == "write":
+            entry["fn"] = upstream.forgetting(entry["fn"])
         table[tool.name] = entry
     return table, passed
+
+
+def _keyword_of(exc: SchemaError) -> str:
+    """The keyword a refusal names: the last step of its JSON pointer."""
+    step = exc.field.rsplit("/", 1)[-1]
+    return step.replace("~1", "/").replace("~0", "~") or "(schema)"
+
+
+def _remember_for(entry: dict[str, Any], tool: str, seconds: float | None) -> None:
+    if seconds is None:
+        return
+    if entry.get("effect") != "read":
+        raise SchemaError("upstream", tool, "", "--memo names a tool that writes: a write is "
+                          "never remembered (--effect NAME=read if it only reads)")
+    entry["ttl"] = seconds
 
 
 def _mark_sensitive(entry: dict[str, Any], tool: str, fields: Collection[str]) -> None:

@@ -29,8 +29,10 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from ..._contract import Spec
+from ..._compile import compile_branch
+from ..._contract import Spec, is_value_of, scalar_problem
 from ..._patterns import fullmatcher
+from ._formats import format_text
 
 __all__ = [
     "ITEM",
@@ -141,6 +143,8 @@ def satisfiable(spec: Spec, *, results: bool = False, top: bool = False) -> bool
         return low == 0 or _item_satisfiable(spec.item, results)
     if spec.type == "dict":
         return _item_satisfiable(spec.item, results)
+    if spec.type == "any" and spec.branches is not None:
+        return any(satisfiable(branch, results=results) for branch in spec.branches)
     return True
 
 
@@ -185,6 +189,8 @@ def valid_value(spec: Spec, *, results: bool = False, top: bool = False) -> st.S
         return _valid_text(spec)
     if spec.type == "list":
         return _valid_list(spec, results, top)
+    if spec.type == "any":
+        return _valid_any(spec, results)
     if isinstance(spec.item, Mapping):
         return valid_object(spec.item, results=results)
     return st.dictionaries(st.text(max_size=6), json_values(), max_size=3)
@@ -238,7 +244,23 @@ def _numbers_between(low: float | None, high: float | None) -> st.SearchStrategy
     return st.one_of(numbers)
 
 
+def _valid_any(spec: Spec, results: bool) -> st.SearchStrategy[Any]:
+    """A value of type ``any``: a JSON value but null, or one keeping its union's branches."""
+    if spec.branches is None:
+        return json_values().filter(lambda value: value is not None)
+    drawn = st.one_of([valid_value(branch, results=results) for branch in spec.branches
+                       if satisfiable(branch, results=results)])
+    if not spec.one_of:
+        return drawn
+    # oneOf: a value two branches keep is refused, so only values exactly one keeps.
+    checks = [compile_branch(branch, results) for branch in spec.branches]
+    return drawn.filter(lambda value: sum(check(value)[0] is None for check in checks) == 1)
+
+
 def _valid_text(spec: Spec) -> st.SearchStrategy[str]:
+    if spec.format is not None:
+        # A format is its own language: drawn from it, kept where the other bounds hold too.
+        return format_text(spec.format).filter(lambda text: scalar_problem(spec, text) == "")
     low, high = spec.min_len or 0, spec.max_len
     if spec.pattern is None:
         return st.text(min_size=low, max_size=_high(low, high))
@@ -554,9 +576,30 @@ def _wrong_type(spec: Spec, results: bool, top: bool) -> st.SearchStrategy[Bad]:
             ("null for dict", st.none()),
         ],
     }
+    options["any"] = _wrong_for_any(spec)
     # Null for a key that reads it as "not given" is no defect, so never drawn as one.
     return st.one_of([_labelled(how, values) for how, values in options[spec.type]
                       if not (spec.null_is_absent and how.startswith("null"))])
+
+
+def _wrong_for_any(spec: Spec) -> list[tuple[str, st.SearchStrategy[Any]]]:
+    """Values no branch of a union takes: null, a non-finite float, a tuple, a missing type."""
+    options: list[tuple[str, st.SearchStrategy[Any]]] = [
+        ("null for any", st.none()),
+        ("non-finite float", st.sampled_from([math.nan, math.inf, -math.inf])),
+        ("tuple for any", st.tuples(_some_ints())),
+    ]
+    if spec.branches is None:
+        return options
+    samples: dict[str, tuple[Any, st.SearchStrategy[Any]]] = {
+        "bool": (True, st.booleans()), "str": ("a", st.text(max_size=4)),
+        "int": (1, _some_ints()), "float": (0.5, st.floats(-1e6, 1e6)),
+        "list": ([], st.lists(_some_ints(), max_size=2)),
+        "dict": ({}, st.dictionaries(st.text(max_size=3), _some_ints(), max_size=2))}
+    for type_name, (sample, values) in samples.items():
+        if not any(is_value_of(branch.type, sample) for branch in spec.branches):
+            options.append((f"{type_name} for a union", values))
+    return options
 
 
 @_memoized
