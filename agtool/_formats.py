@@ -6,7 +6,7 @@ no other (an unknown format is not a check the gate makes):
 
 - ``date``, ``time``, ``date-time``: RFC 3339 ``full-date``, ``full-time``
   (an offset is required) and ``date-time`` (``T`` and ``Z`` in either
-  case); a leap second ``:60`` only at 23:59 UTC, as RFC 3339 allows;
+  case); no leap second (``:60``), as the ``jsonschema`` package reads them;
 - ``email``: RFC 5322's ``addr-spec`` without comments or folding white space
   (a dot-atom or quoted local part, a host name or an address literal);
 - ``uri``: RFC 3986 ``URI``: a scheme, then only characters the grammar
@@ -63,14 +63,10 @@ def _is_time(text: str) -> bool:
         return False
     hour, minute, second = int(found[1]), int(found[2]), int(found[3])
     offset_hours, offset_minutes = (0, 0) if found[5] else (int(found[7]), int(found[8]))
-    if hour > 23 or minute > 59 or second > 60 or offset_hours > 23 or offset_minutes > 59:
-        return False
-    if second == 60:
-        # A leap second is inserted at the end of a UTC day: 23:59:60Z, or its local time.
-        sign = -1 if found[6] == "-" else 1
-        utc = (hour * 60 + minute - sign * (offset_hours * 60 + offset_minutes)) % (24 * 60)
-        return utc == 23 * 60 + 59
-    return True
+    # Seconds stop at 59: a leap second is too rare in a tool call to be worth a reading
+    # that validators (rfc3339-validator, under jsonschema) do not share.
+    return not (hour > 23 or minute > 59 or second > 59 or offset_hours > 23
+                or offset_minutes > 59)
 
 
 def _is_date_time(text: str) -> bool:
@@ -124,6 +120,9 @@ def _is_uri(text: str) -> bool:
         return False
     if rest.startswith("//"):
         authority = re.split(r"[/?#]", rest[2:], maxsplit=1)[0]
+        after = rest[2 + len(authority):]
+        if "[" in after or "]" in after:
+            return False
         host_port = authority.rpartition("@")[2]
         if host_port.startswith("["):
             host, bracket, port = host_port[1:].partition("]")
