@@ -226,7 +226,7 @@ def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main([])
     err: Any = capsys.readouterr().err
-    assert "{report,export,lint,mcp,writes,check}" in err
+    assert "{export,lint,mcp,writes,check}" in err
 
 
 # --- where --table looks, and a reader that stops early -----------------------------------

@@ -80,6 +80,7 @@ PRIVATE_MODULES = sorted(
     info.name.removeprefix("agtool.")
     for info in pkgutil.walk_packages(agtool.__path__, "agtool.")
     if info.name.removeprefix("agtool.").startswith("_") and not info.ispkg
+    and not info.name.endswith(".__main__")  # runs a command when imported
 )
 
 

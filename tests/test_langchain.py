@@ -602,7 +602,7 @@ def test_missing_langchain_extra_is_one_line_naming_it(monkeypatch: pytest.Monke
     with pytest.raises(ImportError) as caught:
         fresh.GateMiddleware  # noqa: B018 - the attribute access is what is tested
     message = str(caught.value)
-    assert "agtool[langchain]" in message
+    assert "agtool-gate[langchain]" in message
     assert "\n" not in message
     assert fresh.gated_tools(Gate(Desk().table))[0].name == "search_tickets"
     with pytest.raises(AttributeError):

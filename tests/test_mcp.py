@@ -355,11 +355,11 @@ def test_without_the_mcp_extra_the_import_error_names_it(monkeypatch: pytest.Mon
     monkeypatch.delattr(agtool, "mcp")
     with pytest.raises(ImportError) as caught:
         importlib.import_module("agtool.mcp")
-    assert str(caught.value) == "agtool.mcp needs the mcp extra: pip install 'agtool[mcp]'"
+    assert str(caught.value) == "agtool.mcp needs the mcp extra: pip install 'agtool-gate[mcp]'"
     monkeypatch.delitem(sys.modules, "agtool.mcp", raising=False)
     assert main(["mcp", "serve", "--table", FIXTURE_TABLE]) == 2
     err = capsys.readouterr().err
-    assert err == "agtool mcp: agtool.mcp needs the mcp extra: pip install 'agtool[mcp]'\n"
+    assert err == "agtool mcp: agtool.mcp needs the mcp extra: pip install 'agtool-gate[mcp]'\n"
 
 
 @pytest.mark.parametrize(("argv", "word"), [

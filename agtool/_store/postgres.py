@@ -66,7 +66,7 @@ class PostgresStore:
         try:
             import psycopg
         except ImportError as exc:  # pragma: no cover - the dev and CI installs have it
-            raise ImportError("PostgresStore needs psycopg 3: pip install 'agtool[postgres]'"
+            raise ImportError("PostgresStore needs psycopg 3: pip install 'agtool-gate[postgres]'"
                               ) from exc
         if not isinstance(table, str) or not _TABLE_NAME.match(table):
             raise ValueError(f"table must be a lowercase SQL name of at most 48 characters,"

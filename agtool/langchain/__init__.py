@@ -8,7 +8,7 @@ Three ways in, each one or two lines of glue:
 - ``GateMiddleware(gate)``: for an agent that already has its tools,
   ``create_agent(model, tools, middleware=[GateMiddleware(gate)])``; the
   table is the whitelist and the contracts, the agent's tools the bodies.
-  Needs the ``langchain`` extra (``pip install 'agtool[langchain]'``).
+  Needs the ``langchain`` extra (``pip install 'agtool-gate[langchain]'``).
 - ``gated_tool_node(gate, tools=None)``: a LangGraph ``ToolNode`` for a
   hand-built graph, over the gate's tools or gating the tools given.
 

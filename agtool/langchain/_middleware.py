@@ -19,7 +19,7 @@ try:
 except ImportError:  # tests hide the package to see this
     raise ImportError(
         "agtool.langchain.GateMiddleware needs the langchain extra: "
-        "pip install 'agtool[langchain]'") from None
+        "pip install 'agtool-gate[langchain]'") from None
 
 from langchain_core.messages import ToolMessage
 

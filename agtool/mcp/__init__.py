@@ -16,7 +16,7 @@ How a call's run and step (and so a write's idempotency key) are read from
 MCP is in ``agtool.mcp._serve``: ``_meta["agtool/run_id"]`` or the session,
 and ``_meta["agtool/step_id"]`` or the business key alone.
 
-This module needs the ``mcp`` extra (``pip install 'agtool[mcp]'``).
+This module needs the ``mcp`` extra (``pip install 'agtool-gate[mcp]'``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 try:
     import mcp as _sdk  # noqa: F401 - imported for the one-line error below
 except ImportError:
-    raise ImportError("agtool.mcp needs the mcp extra: pip install 'agtool[mcp]'") from None
+    raise ImportError("agtool.mcp needs the mcp extra: pip install 'agtool-gate[mcp]'") from None
 
 import contextlib
 import sys

@@ -30,15 +30,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._cli_writes import add_writes
-from ._contract import RISKS, check_table
-from ._errors import AgtoolError
-from ._gate import DEFAULT_SCOPE
-from ._jsonschema import FORMATS, export_tools, openai_strict_problems
-from ._jsonschema.lint import format_findings, lint_file, lint_table
-from ._loader import TableError, load_table
-from ._records import CallRecord, JsonLinesSink
-from ._store import SqliteStore
+from .._contract import RISKS, check_table
+from .._errors import AgtoolError
+from .._gate import DEFAULT_SCOPE
+from .._jsonschema import FORMATS, export_tools, openai_strict_problems
+from .._jsonschema.lint import format_findings, lint_file, lint_table
+from .._loader import TableError, load_table
+from .._records import CallRecord, JsonLinesSink
+from .._store import SqliteStore
+from .writes import add_writes
 
 __all__ = ["main"]
 
@@ -235,7 +235,7 @@ def _log_to_stderr(command: str) -> None:
 
 
 def _mcp_serve(args: argparse.Namespace) -> int:
-    from . import mcp  # the extra: a missing one is a one-line error naming it
+    from .. import mcp  # the extra: a missing one is a one-line error naming it
 
     # On stdio, stdout is the wire: what the table's module prints as it loads goes to stderr.
     with contextlib.redirect_stdout(sys.stderr if not args.http else sys.stdout):
@@ -249,7 +249,7 @@ def _mcp_serve(args: argparse.Namespace) -> int:
 
 
 def _mcp_proxy(args: argparse.Namespace) -> int:
-    from . import mcp
+    from .. import mcp
 
     command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
     if not command:
@@ -310,8 +310,8 @@ def _add_check(commands: Any) -> None:
 def _check(args: argparse.Namespace) -> int:
     from hypothesis import settings
 
-    from .harness._mcp_check import choose_seed, run_check
-    from .harness.strategies.profiles import DEFAULT_PROFILE, register_profiles
+    from ..harness._mcp_check import choose_seed, run_check
+    from ..harness.strategies.profiles import DEFAULT_PROFILE, register_profiles
 
     register_profiles()
     # Read, not loaded: the command changes no Hypothesis setting of the process it runs in.
@@ -341,6 +341,3 @@ def _check(args: argparse.Namespace) -> int:
           f"{seed})")
     return EXIT_FINDINGS if counts["failed"] else 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from ._loader import TableError
-from ._store import StoredWrite, WriteStore, open_store
+from .._loader import TableError
+from .._store import StoredWrite, WriteStore, open_store
 
 __all__ = ["add_writes"]
 
