@@ -447,3 +447,30 @@ def test_the_proxy_in_process_gates_the_lax_server(tmp_path: Path,
     assert [(record.tool, record.ok, record.reason) for record in records] == [
         ("count_items", False, "args:type:limit"), ("count_items", False, "args:unexpected:bogus"),
         ("count_items", True, ""), ("days_until", True, "ungated")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("options", "runs"), [
+    # No memo by default: a read-only hint says nothing of whether the answer stays.
+    ((), 3),
+    # --memo opts a read in: the repeat is answered from the memo, the body runs once...
+    (("--memo", "count_items=60"), 1),
+    # ...until a write through the proxy forgets every read of that upstream.
+    (("--memo", "count_items=60", "--effect", "delete_everything=reversible_write",
+      "--scope", "reversible_write", "--scope", "read_public", "--write"), 2),
+])
+def test_the_proxy_remembers_a_read_only_when_told_and_a_write_forgets_it(
+        tmp_path: Path, options: tuple[str, ...], runs: int) -> None:
+    """Three equal reads run the upstream body 3 times, once with --memo, twice across a write."""
+    write = "--write" in options
+    calls: list[tuple[str, dict[str, Any]]] = [("count_items", {"limit": 2}),
+                                               ("count_items", {"limit": 2})]
+    if write:
+        calls.insert(1, ("delete_everything", {"confirm": True}))
+    else:
+        calls.append(("count_items", {"limit": 2}))
+    _, results, _ = proxy_scenario(tmp_path, *[option for option in options
+                                               if option != "--write"], calls=calls)
+    assert all(not result.is_error for result in results), results
+    counted = [run for run in lax_runs(tmp_path) if run["tool"] == "count_items"]
+    assert len(counted) == runs
