@@ -565,9 +565,9 @@ def _with_allowed(tool: str, field: str, spec: Spec, allowed: object) -> Spec:
 
 def scalar_problem(spec: Spec, value: Any) -> str:
     """The first bound a well-typed scalar breaks (``min``, ``max``, ``min_len``, …), or ``""``."""
-    if spec.min is not None and (value < spec.min or spec.min_exclusive and value == spec.min):
+    if spec.min is not None and (value < spec.min or (spec.min_exclusive and value == spec.min)):
         return "min"
-    if spec.max is not None and (value > spec.max or spec.max_exclusive and value == spec.max):
+    if spec.max is not None and (value > spec.max or (spec.max_exclusive and value == spec.max)):
         return "max"
     if spec.min_len is not None and len(value) < spec.min_len:
         return "min_len"

@@ -92,8 +92,9 @@ STRICTER_THAN_JSON_SCHEMA: Mapping[str, Stricter] = MappingProxyType({
         "some only with optional packages, and its email is any text with an @. The gate's "
         "email is RFC 5322's addr-spec without comments, its hostname has no trailing "
         "dot, and its uuid is 8-4-4-4-12 hex digits and nothing else (jsonschema reads it "
-        "through Python's UUID(), which takes braces and underscores); a value ending in a newline is never of a format (jsonschema's $ lets some "
-        "pass). Otherwise the two agree, with jsonschema[format-nongpl] installed.",
+        "through Python's UUID(), which takes braces and underscores); a value ending in "
+        "a newline is never of a format (jsonschema's $ lets some pass). Otherwise "
+        "the two agree, with jsonschema[format-nongpl] installed.",
         _gate_format_holds),
     ECHO_KEYWORD: Stricter(
         "An echo argument must equal the value the caller passes as echo=; a schema cannot "

@@ -61,7 +61,8 @@ _HINTS = {
     "prefixItems": "the dialect has no tuples",
     "nullable": _NULL_HINT,
 }
-_CUT = object()  # what deref answers for a recursive reference met too deep
+#: What deref answers for a recursive reference met too deep: a mapping, told apart by identity.
+_CUT: Mapping[str, Any] = MappingProxyType({})
 
 
 class ImportDifference(NamedTuple):
@@ -397,8 +398,9 @@ class _Importer:
                   if key not in _ANNOTATIONS and key != keyword}
         specs: list[dict[str, Any]] = []
         for index, branch in enumerate(node[keyword]):
+            at = f"{where}/{keyword}/{index}"
             with self.frame():
-                spec = self.branch(branch, f"{where}/{keyword}/{index}", keyword, shared)
+                spec = self.branch(branch, at, keyword, shared)
             spec.pop("description", None)
             if spec["type"] == "any" and "any_of" not in spec and "one_of" not in spec:
                 return self.described({"type": "any"}, node, where, note)  # one takes all
@@ -481,7 +483,7 @@ class _Importer:
             self.fail(f"{where}/additionalProperties", "a free-form object must allow any key")
         return self.described({"type": "dict"}, node, where, note)
 
-    def deref(self, node: object, where: str) -> tuple[Any, str, str | None]:
+    def deref(self, node: object, where: str) -> tuple[Mapping[str, Any], str, str | None]:
         """Follow local ``$ref``s to a schema, keeping the first description on the way.
 
         A reference already being expanded further out (a recursive schema) is
@@ -614,7 +616,7 @@ def _walk_open(node: object, where: str, root: bool, found: list[str]) -> None:
         return
     if not isinstance(node, Mapping):
         return
-    names_keys = root or isinstance(node.get("properties"), Mapping) and bool(node["properties"])
+    names_keys = root or (isinstance(node.get("properties"), Mapping) and bool(node["properties"]))
     if names_keys and node.get("additionalProperties", True) is True \
             and node.get("unevaluatedProperties", True) is True:
         found.append(where)

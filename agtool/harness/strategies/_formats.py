@@ -8,6 +8,7 @@ that strays is dropped, never sent as a "valid" value.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from hypothesis import strategies as st
 
@@ -43,7 +44,7 @@ def _dates() -> st.SearchStrategy[str]:
     return st.dates().map(lambda day: day.isoformat())
 
 
-_BUILDERS = {
+_BUILDERS: dict[str, Callable[[], st.SearchStrategy[str]]] = {
     "date": _dates,
     "time": _times,
     "date-time": lambda: st.builds(lambda day, sep, time: f"{day}{sep}{time}", _dates(),
@@ -61,7 +62,7 @@ _BUILDERS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def format_text(name: str) -> st.SearchStrategy[str]:
     """Strings the gate accepts as format ``name`` (one of ``STRING_FORMATS``)."""
     holds = STRING_FORMATS[name]

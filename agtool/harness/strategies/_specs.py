@@ -71,6 +71,7 @@ RESULT_KIND = {
     "min_len": "range",
     "max_len": "too_big",
     "empty": "empty",
+    "format": "shape",
 }
 # Strings tried, at each length a spec allows, to find ones a pattern refuses.
 _PROBE_CHARS = " !0aA_.-Zz9\n\u00e9"
@@ -113,8 +114,21 @@ def show_path(arg: str, path: Path) -> str:
 
 
 def _int_range(spec: Spec) -> tuple[int | None, int | None]:
-    low = None if spec.min is None else math.ceil(spec.min)
-    high = None if spec.max is None else math.floor(spec.max)
+    # An exclusive bound is refused itself: the first int past it is the nearest one kept.
+    low = None if spec.min is None else (
+        math.floor(spec.min) + 1 if spec.min_exclusive else math.ceil(spec.min))
+    high = None if spec.max is None else (
+        math.ceil(spec.max) - 1 if spec.max_exclusive else math.floor(spec.max))
+    return low, high
+
+
+def _float_range(spec: Spec) -> tuple[float | None, float | None]:
+    """The bounds a float keeps: an exclusive one moved one float inwards."""
+    low, high = spec.min, spec.max
+    if low is not None and spec.min_exclusive:
+        low = math.nextafter(float(low), math.inf) if float(low) >= low else float(low)
+    if high is not None and spec.max_exclusive:
+        high = math.nextafter(float(high), -math.inf) if float(high) <= high else float(high)
     return low, high
 
 
@@ -182,7 +196,7 @@ def valid_value(spec: Spec, *, results: bool = False, top: bool = False) -> st.S
     if spec.type == "int":
         return st.integers(*_int_range(spec))
     if spec.type == "float":
-        return _numbers_between(spec.min, spec.max)
+        return _numbers_between(*_float_range(spec))
     if spec.type == "bool":
         return st.booleans()
     if spec.type == "str":
@@ -387,6 +401,8 @@ def value_sites(spec: Spec, results: bool, top: bool) -> list[tuple[str, Path]]:
         sites += _length_sites(spec, results, top)
     if spec.pattern is not None and _probes(spec.pattern, spec.min_len, spec.max_len):
         sites.append(("pattern", ()))
+    if spec.format is not None and _format_probes(spec):
+        sites.append(("format", ()))
     if spec.type == "dict" and isinstance(spec.item, Mapping):
         # The dict's own type site is the one above; the rest are its keys'.
         sites += [site for site in object_sites(spec.item, results=results, top=False)
@@ -442,6 +458,19 @@ def _probes(pattern: str, min_len: int | None, max_len: int | None) -> tuple[str
     matches = fullmatcher(pattern)  # the gate's reading, not Python's
     return tuple(char * length for length in range(low, high + 1) for char in _PROBE_CHARS
                  if matches(char * length) is None)
+
+
+#: Strings tried to find ones that keep a spec's other bounds and break its format.
+_FORMAT_PROBES = ("", "x", "not a value of this format", "2021-02-30", "25:00:00Z", "@",
+                  "kim@", "http//", "1234", "256.1.1.1", "1:2:3", "-host-", "a" * 70)
+
+
+def _format_probes(spec: Spec) -> tuple[str, ...]:
+    """Fixed strings the format refuses and every other bound keeps (maybe none)."""
+    low = spec.min_len or 0
+    padded = [probe.ljust(low, "x") for probe in _FORMAT_PROBES]
+    return tuple(probe for probe in dict.fromkeys(padded)
+                 if scalar_problem(spec, probe) == "format")
 
 
 # --- values wrong in exactly one way -------------------------------------------------------------
@@ -739,7 +768,16 @@ def _mismatch(draw: st.DrawFn, spec: Spec, results: bool, top: bool) -> Bad:
     return text, "breaks the pattern"
 
 
+def _unformatted(spec: Spec, results: bool, top: bool) -> st.SearchStrategy[Bad]:
+    probes = _format_probes(spec)
+    if not probes:
+        raise InvalidArgument(f"no string keeps the spec's other bounds and breaks format "
+                              f"{spec.format!r}")
+    return _labelled(f"not a {spec.format}", st.sampled_from(probes))
+
+
 _BAD: dict[str, Callable[[Spec, bool, bool], st.SearchStrategy[Bad]]] = {
+    "format": _unformatted,
     "type": _wrong_type,
     "allowed": _outside_allowed,
     "min": _below,
