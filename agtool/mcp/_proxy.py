@@ -217,12 +217,13 @@ def gated_table(upstream: Upstream, listed: Sequence[types.Tool], *,
             _mark_sensitive(entry, tool.name, (sensitive or {}).get(tool.name, ()))
             if timeout is not None:
                 entry.setdefault("timeout", timeout)
-            _remember_for(entry, tool.name, (memo or {}).get(tool.name))
         except SchemaError as exc:
             _log.warning("tool %r is hidden: keyword %r cannot be enforced (%s); name it with "
                          "--trust-tool to pass it through ungated", tool.name,
                          _keyword_of(exc), exc)
             continue
+        # Outside the try: --memo on a write is the operator's mistake, said before serving.
+        _remember_for(entry, tool.name, (memo or {}).get(tool.name))
         if entry.get("effect") == "write":
             entry["fn"] = upstream.forgetting(entry["fn"])
         table[tool.name] = entry
