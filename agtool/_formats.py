@@ -80,22 +80,21 @@ def _is_hostname(text: str) -> bool:
     return all(_LABEL.fullmatch(label) for label in text.split("."))
 
 
-def _is_ipv4(text: str) -> bool:
+def _parses(address: Callable[[str], object], text: str) -> bool:
     try:
-        ipaddress.IPv4Address(text)
+        address(text)
     except ValueError:
         return False
     return True
+
+
+def _is_ipv4(text: str) -> bool:
+    return _parses(ipaddress.IPv4Address, text)
 
 
 def _is_ipv6(text: str) -> bool:
-    if "%" in text:  # a zone id is an interface of this machine, not part of an address
-        return False
-    try:
-        ipaddress.IPv6Address(text)
-    except ValueError:
-        return False
-    return True
+    # A zone id (%eth0) is an interface of this machine, not part of an address.
+    return "%" not in text and _parses(ipaddress.IPv6Address, text)
 
 
 def _is_email(text: str) -> bool:
