@@ -27,6 +27,10 @@ _log = logging.getLogger("agtool")
 #: are straight-line code, so a contract is finite, and a model's arguments rarely
 #: nest deeper. Each list and each object with named keys is one level.
 RECURSION_DEPTH = 3
+#: How many schemas deep the importer reads before refusing: far past any contract the
+#: gate can hold (``MAX_ITEM_DEPTH``), and far short of Python's own recursion limit,
+#: so a hostile listing nested a thousand levels is a SchemaError, not a RecursionError.
+_MAX_SCHEMA_DEPTH = 64
 
 
 _DIALECT_TYPES = {json_type: name for name, json_type in _JSON_TYPES.items()}
@@ -119,6 +123,7 @@ class _Importer:
         #: The ``$ref``s being expanded, outermost first, and how deep the specs nest now.
         self.expanding: list[str] = []
         self.depth = 0
+        self.schemas_deep = 0
 
     def error(self, where: str, problem: str) -> SchemaError:
         return SchemaError(self.source, self.tool, self.base + where, problem)
@@ -268,6 +273,16 @@ class _Importer:
 
     def spec_of(self, node: Mapping[str, Any], where: str, top: bool, note: str | None
                 ) -> dict[str, Any]:
+        if self.schemas_deep >= _MAX_SCHEMA_DEPTH:
+            self.fail(where, f"schemas nest deeper than {_MAX_SCHEMA_DEPTH} levels")
+        self.schemas_deep += 1
+        try:
+            return self.read_spec(node, where, top, note)
+        finally:
+            self.schemas_deep -= 1
+
+    def read_spec(self, node: Mapping[str, Any], where: str, top: bool, note: str | None
+                  ) -> dict[str, Any]:
         if node is _CUT:
             return self.described({"type": "any"}, {}, where, note)
         node, where = self.merged(node, where)
@@ -605,14 +620,16 @@ def open_objects(schema: object) -> tuple[str, ...]:
     schema". Every schema in the document is looked at, ``$defs`` included.
     """
     found: list[str] = []
-    _walk_open(schema, "", True, found)
+    _walk_open(schema, "", True, found, 0)
     return tuple(found)
 
 
-def _walk_open(node: object, where: str, root: bool, found: list[str]) -> None:
+def _walk_open(node: object, where: str, root: bool, found: list[str], depth: int) -> None:
+    if depth > _MAX_SCHEMA_DEPTH:
+        return  # deeper than the importer reads: such a schema is refused, not imported
     if isinstance(node, list):
         for index, child in enumerate(node):
-            _walk_open(child, f"{where}/{index}", False, found)
+            _walk_open(child, f"{where}/{index}", False, found, depth + 1)
         return
     if not isinstance(node, Mapping):
         return
@@ -624,10 +641,11 @@ def _walk_open(node: object, where: str, root: bool, found: list[str]) -> None:
         if key in ("properties", "$defs", "definitions", "patternProperties") and \
                 isinstance(child, Mapping):
             for name, inner in child.items():
-                _walk_open(inner, f"{where}/{key}/{_escape(str(name))}", False, found)
+                _walk_open(inner, f"{where}/{key}/{_escape(str(name))}", False, found,
+                           depth + 1)
         elif key in ("items", "anyOf", "oneOf", "allOf", "prefixItems", "not",
                      "additionalProperties", "if", "then", "else", "contains"):
-            _walk_open(child, f"{where}/{key}", False, found)
+            _walk_open(child, f"{where}/{key}", False, found, depth + 1)
 
 
 def schema_is_open(definition: Any) -> bool:

@@ -298,3 +298,17 @@ def test_an_mcp_read_is_remembered_only_when_told(effect: Any, ttl: float) -> No
                "annotations": {"readOnlyHint": True}}
     entry = import_tool(tool_definition(listing), effect=effect)
     assert (entry["effect"], entry["ttl"]) == ("read", ttl)
+
+
+@pytest.mark.parametrize("wrap", [
+    lambda inner: {"type": "array", "items": inner},
+    lambda inner: {"anyOf": [inner, {"type": "integer"}]},
+    lambda inner: {"type": "object", "properties": {"a": inner}},
+], ids=["items", "anyOf", "properties"])
+def test_a_schema_nested_a_thousand_levels_is_a_schema_error(wrap: Any) -> None:
+    """A hostile listing cannot make the importer raise RecursionError."""
+    node: dict[str, Any] = {"type": "string"}
+    for _ in range(1000):
+        node = wrap(node)
+    with pytest.raises(SchemaError, match="nest deeper"):
+        from_json_schema(prop(node), name="t")
