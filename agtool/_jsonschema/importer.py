@@ -710,29 +710,38 @@ def from_json_schema(
 ) -> dict[str, Any]:
     """A contract entry from an input schema (and optionally an output schema).
 
-    Accepts the subset ``to_json_schema`` writes: ``type`` (one per schema:
-    string, integer, number, boolean, array, object), ``properties``,
-    ``required``, ``additionalProperties``, ``enum``/``const``, ``minimum``/
-    ``maximum``, ``minLength``/``maxLength``, ``minItems``/``maxItems``,
-    ``pattern``, ``items`` (one schema), ``ECHO_KEYWORD``, local ``$ref`` into
-    ``$defs``, and annotations (``description`` kept; ``title``, ``default``,
-    ``examples`` and the like validate nothing and are passed over). Anything
-    else raises ``SchemaError`` naming the keyword by JSON pointer.
+    Reads, as JSON Schema does: ``type`` (one, or several: a union),
+    ``properties``, ``required``, ``additionalProperties`` (``false``, ``true``
+    or absent), ``enum``/``const``, ``minimum``/``maximum`` and
+    ``exclusiveMinimum``/``exclusiveMaximum`` (numbers, or draft 4's flags),
+    ``minLength``/``maxLength``, ``minItems``/``maxItems``, ``pattern``,
+    ``format`` (``STRING_FORMATS`` checked; any other named in a warning and
+    left unchecked), ``items`` (one schema), ``anyOf``/``oneOf`` (type ``any``
+    with branches; keywords beside them hold in every branch), an ``allOf`` of
+    one schema, ``ECHO_KEYWORD``, local ``$ref`` (a recursive one expanded to
+    ``RECURSION_DEPTH`` levels), and annotations (``description`` kept;
+    ``title``, ``default``, ``examples``, ``contentMediaType`` and the like
+    validate nothing and are passed over). A schema with no type and none of a
+    type's keywords takes any JSON value. Anything else raises ``SchemaError``
+    naming the keyword by JSON pointer; ``IMPORT_DIFFERENCES`` lists where the
+    gate reads a schema otherwise than JSON Schema does.
 
     Null is read only on a property, as the dialect's "not given": ``type:
-    [T, "null"]``, an ``anyOf``/``oneOf`` of one schema and ``{"type":
-    "null"}``, or OpenAPI's ``nullable: true`` make it optional with null
-    allowed, even when ``required`` lists it (OpenAI strict mode's way of
-    saying optional); a property left out of ``required`` that does not admit
-    null becomes ``nullable: False``. An object with ``properties`` is a
-    ``dict`` with named keys (``item``), or a list's items.
+    [T, "null"]``, an ``anyOf``/``oneOf`` with a ``{"type": "null"}`` branch,
+    or OpenAPI's ``nullable: true`` make it optional with null allowed, even
+    when ``required`` lists it (OpenAI strict mode's way of saying optional); a
+    property left out of ``required`` that does not admit null becomes
+    ``nullable: False``. An object with ``properties`` is a ``dict`` with named
+    keys (``item``), or a list's items.
 
     Argument objects are closed whether or not the schema says
-    ``additionalProperties: false``: the gate refuses unnamed arguments. A
-    ``pattern`` keeps JSON Schema's search meaning (see ``gate_pattern``); one
-    RE2 cannot compile (a lookaround, a backreference) raises ``SchemaError``.
-    Without ``output`` the result is only required to be an object. Without
-    ``fn`` the entry's body raises ``NotImplementedError``.
+    ``additionalProperties: false``: the gate refuses unnamed arguments
+    (``open_objects`` says where the schema was open). Returned objects are
+    open, closed in the schema or not. A ``pattern`` keeps JSON Schema's search
+    meaning (see ``gate_pattern``); one RE2 cannot compile (a lookaround, a
+    backreference) raises ``SchemaError``. A returned list may be empty unless
+    ``minItems`` says otherwise. Without ``output`` the result is only required
+    to be an object. Without ``fn`` the entry's body raises ``NotImplementedError``.
     """
     return _entry(_Importer("", name, schema, "", results=False),
                   None if output is None else _Importer("", name, output, "", results=True),
