@@ -312,3 +312,41 @@ def test_a_schema_nested_a_thousand_levels_is_a_schema_error(wrap: Any) -> None:
         node = wrap(node)
     with pytest.raises(SchemaError, match="nest deeper"):
         from_json_schema(prop(node), name="t")
+
+
+# --- the harness's strategies on imported contracts --------------------------------------------
+
+IMPORTED = {"t": from_json_schema({"type": "object", "required": ["day", "ref", "share"],
+                                   "properties": {
+    "day": {"type": "string", "format": "date"},
+    "mail": {"type": "string", "format": "email", "maxLength": 30},
+    "ref": {"oneOf": [{"type": "string", "format": "uuid"},
+                      {"type": "integer", "exclusiveMinimum": 0}]},
+    "share": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+    "tags": {"type": "array", "items": {"type": ["string", "integer"]}},
+    "free": {"description": "any value"}}}, fn=_echo, name="t")}
+
+
+@settings(max_examples=60)
+@given(data=st.data())
+def test_the_strategies_draw_what_the_gate_and_jsonschema_accept(data: st.DataObject) -> None:
+    """valid_args on an imported contract: formats, unions and exclusive bounds all kept."""
+    from agtool.harness.strategies import valid_args
+
+    args = data.draw(valid_args(IMPORTED, "t"))
+    assert Gate(IMPORTED).validate_args("t", args) == ""
+    exported = to_json_schema(IMPORTED, "t")
+    oracle = Draft202012Validator(exported, format_checker=FORMAT_CHECKER)
+    assert oracle.is_valid(args), [error.message for error in oracle.iter_errors(args)]
+
+
+@pytest.mark.parametrize("kind", ["format", "min", "max", "type"])
+@settings(max_examples=30)
+@given(data=st.data())
+def test_a_planted_defect_of_a_new_keyword_is_refused_by_its_reason(kind: str,
+                                                                    data: st.DataObject) -> None:
+    """one_defect_args plants format and exclusive-bound defects the gate names exactly."""
+    from agtool.harness.strategies import one_defect_args
+
+    call = data.draw(one_defect_args(IMPORTED, "t", kind))
+    assert Gate(IMPORTED).validate_args("t", call.args) == call.reason
