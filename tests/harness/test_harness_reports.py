@@ -145,7 +145,7 @@ def test_a_body_raising_what_its_contract_names_passes(pytester: pytest.Pytester
     run(pytester, "--agtool-only", "-k", "returns").assert_outcomes(passed=1)
 
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
 
 
 def readme_pytest_commands() -> list[list[str]]:
@@ -166,6 +166,25 @@ def test_the_readme_pytest_commands_are_ones_pytest_takes(pytester: pytest.Pytes
         for option, dest in (("--agtool-table=", "agtool_table"), ("--agtool-mcp=", "agtool_mcp")):
             given = [arg[len(option):].strip("\"'") for arg in argv if arg.startswith(option)]
             assert config.getoption(dest) == given
+
+
+@pytest.mark.slow
+def test_an_item_whose_setup_breaks_is_an_error_in_the_summary(pytester: pytest.Pytester
+                                                               ) -> None:
+    """A harness item that never got to run (its setup raised) is "error", not "failed" nor
+    "passed", with its failure counted: what a CI step reads from the summary."""
+    project(pytester, INSIDE)
+    pytester.makeconftest(PROFILE + textwrap.dedent("""
+        def pytest_runtest_setup(item):
+            if item.get_closest_marker("agtool") is not None and "memo" in item.name:
+                raise RuntimeError("the setup of this item broke")
+    """))
+    result = run(pytester, "--agtool-only", "--agtool-summary=summary.ndjson", "-k", "memo")
+    result.assert_outcomes(errors=1, deselected=result.parseoutcomes()["deselected"])
+    lines = [json.loads(line) for line in
+             (pytester.path / "summary.ndjson").read_text().splitlines()]
+    assert [(line["property"], line["outcome"], line["failures"]) for line in lines] == [
+        ("memo", "error", 1)]
 
 
 @pytest.mark.slow
