@@ -28,8 +28,8 @@ from ._formats import STRING_FORMATS
 from ._patterns import fullmatcher
 from ._reasons import EMPTY, NOT_OBJECT, RANGE, SHAPE, TOO_BIG, shown
 
-__all__ = ["UNDECLARED", "Emitter", "compile_arg_check", "compile_copy",
-           "compile_result_check", "plain_dict"]
+__all__ = ["UNDECLARED", "Emitter", "compile_arg_check", "compile_branch", "compile_copy",
+           "compile_result_check", "compile_union", "plain_dict"]
 
 Check = Callable[..., str]
 
@@ -237,6 +237,8 @@ class Emitter:
         Each branch is compiled to a function of its own (``compile_branch``), so
         a union nests no blocks here. A refused value is answered with the reason
         of the one branch of its JSON type, if exactly one has it, else ``type``.
+        For ``one_of``, branches are counted as JSON Schema counts them, where an
+        integral float is an integer too: never more values pass than it lets.
         """
         self.closed = False  # the branch a value keeps is known only at run time
         self.guard(indent, f"not is_value_of('any', {var})", "type")
@@ -250,7 +252,7 @@ class Emitter:
                 self.emit(indent, f"elif isinstance({var}, dict):")
                 self.emit(indent + 1, f"{var} = plain_dict({var})")
             return
-        union = self.const(_union_check(spec, self.results))
+        union = self.const(compile_union(spec, self.results))
         reasons = self.const({check: ast.literal_eval(self._reason(check))
                               for check in _RESULT_REASON if check != "empty"})
         outcome = self.fresh("u")
@@ -393,8 +395,9 @@ def compile_branch(spec: Spec, results: bool) -> Callable[[Any], tuple[str | Non
     return check
 
 
-def _union_check(spec: Spec, results: bool) -> Callable[[Any], tuple[str | None, Any]]:
-    """``check(value)`` for a union: ``(None, snapshot)`` or ``(check, None)``."""
+def compile_union(spec: Spec, results: bool) -> Callable[[Any], tuple[str | None, Any]]:
+    """``check(value)`` for a union (type ``any`` with branches): ``(None, snapshot)`` or
+    ``(check, None)``, as the gate reads the value."""
     branches = spec.branches or ()
     checks = [(branch, compile_branch(branch, results)) for branch in branches]
     exactly_one = spec.one_of
@@ -402,21 +405,43 @@ def _union_check(spec: Spec, results: bool) -> Callable[[Any], tuple[str | None,
     def check_union(value: Any) -> tuple[str | None, Any]:
         kept: list[Any] = []
         failures: list[str] = []
+        # For oneOf, a branch JSON Schema would count is counted: there 1.0 is an integer,
+        # so a float another branch keeps would make two, and the value is refused.
+        as_json_schema = _integral(value) if exactly_one else value
         for branch, check in checks:
             problem, snapshot = check(value)
             if problem is None:
                 kept.append(snapshot)
                 if not exactly_one:
                     break
+            elif as_json_schema is not value and check(as_json_schema)[0] is None:
+                kept.append(None)  # counted, never chosen: the gate's own int is exact
             elif is_value_of(branch.type, value):
                 failures.append(problem)  # of the right JSON type: its own reason is news
-        if len(kept) == 1 or (kept and not exactly_one):
+        if (len(kept) == 1 and kept[0] is not None) or (kept and not exactly_one):
             return None, kept[0]
+        if kept == [None]:
+            return "type", None  # kept only as JSON Schema reads 1.0: no branch of the gate
         if kept:
             return "type", None  # one_of: the value keeps several branches
         return (failures[0] if len(failures) == 1 else "type"), None
 
     return check_union
+
+
+def _integral(value: Any, depth: int = 0) -> Any:
+    """``value`` with each integral float an int (``1.0`` -> ``1``), or ``value`` itself."""
+    if type(value) is float and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if depth > 32:  # as deep as any contract reads; deeper parts stay as they are
+        return value
+    if type(value) is list:
+        items = [_integral(item, depth + 1) for item in value]
+        return items if any(new is not old for new, old in zip(items, value, strict=True)) else value
+    if type(value) is dict:
+        pairs = {key: _integral(item, depth + 1) for key, item in value.items()}
+        return pairs if any(pairs[key] is not value[key] for key in value) else value
+    return value
 
 
 def _unexpected(args: dict[object, object], known: frozenset[str]) -> str:

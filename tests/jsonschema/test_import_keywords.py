@@ -17,7 +17,7 @@ import string
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
@@ -97,6 +97,11 @@ CASES = [
     ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, True, "args:type:x", "a"),
     ({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 10}]}, 12, "args:type:x",
      12.5),
+    # 12.0 is an integer to JSON Schema: two branches keep it, so oneOf refuses it, as here.
+    ({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 10}]}, 12.0, "args:type:x",
+     12.5),
+    ({"oneOf": [{"type": "array", "items": {"type": "integer"}},
+                {"type": "array", "items": {"type": "number"}}]}, [1.0], "args:type:x", [0.5]),
     ({"type": ["string", "integer"], "minimum": 1}, 0, "args:min:x", "zero is fine here"),
     ({"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}]}, "today",
      "args:type:x", "2026-12-02"),
@@ -184,6 +189,8 @@ UNION_SCHEMAS = [
 @pytest.mark.parametrize("node", UNION_SCHEMAS, ids=[str(index)
                                                      for index in range(len(UNION_SCHEMAS))])
 @settings(max_examples=100)
+@example(value=4.0)  # a float JSON Schema also counts as an integer: two branches of a oneOf
+@example(value=[1.0])
 @given(value=_VALUES)
 def test_unions_consts_and_exclusive_bounds_read_as_jsonschema_does(node: dict[str, Any],
                                                                     value: Any) -> None:

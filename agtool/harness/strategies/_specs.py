@@ -29,7 +29,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from ..._compile import compile_branch
+from ..._compile import compile_union
 from ..._contract import Spec, is_value_of, scalar_problem
 from ..._patterns import fullmatcher
 from ._formats import format_text
@@ -266,9 +266,10 @@ def _valid_any(spec: Spec, results: bool) -> st.SearchStrategy[Any]:
                        if satisfiable(branch, results=results)])
     if not spec.one_of:
         return drawn
-    # oneOf: a value two branches keep is refused, so only values exactly one keeps.
-    checks = [compile_branch(branch, results) for branch in spec.branches]
-    return drawn.filter(lambda value: sum(check(value)[0] is None for check in checks) == 1)
+    # oneOf: a value two branches keep is refused (1.0 counts as an integer, as in JSON
+    # Schema), so only values the union's own check keeps.
+    keeps = compile_union(spec, results)
+    return drawn.filter(lambda value: keeps(value)[0] is None)
 
 
 def _valid_text(spec: Spec) -> st.SearchStrategy[str]:
