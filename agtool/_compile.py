@@ -437,7 +437,8 @@ def _integral(value: Any, depth: int = 0) -> Any:
         return value
     if type(value) is list:
         items = [_integral(item, depth + 1) for item in value]
-        return items if any(new is not old for new, old in zip(items, value, strict=True)) else value
+        changed = any(new is not old for new, old in zip(items, value, strict=True))
+        return items if changed else value
     if type(value) is dict:
         pairs = {key: _integral(item, depth + 1) for key, item in value.items()}
         return pairs if any(pairs[key] is not value[key] for key in value) else value
