@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from datetime import date
 from types import MappingProxyType
 
-__all__ = ["STRING_FORMATS", "format_checker"]
+__all__ = ["STRING_FORMATS"]
 
 _DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})", re.ASCII)
 _TIME = re.compile(r"([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
@@ -155,8 +155,3 @@ STRING_FORMATS: Mapping[str, Callable[[str], bool]] = MappingProxyType({
     "ipv6": _is_ipv6,
     "hostname": _is_hostname,
 })
-
-
-def format_checker(name: str) -> Callable[[str], bool]:
-    """The checker of format ``name``; ``KeyError`` for a format the gate does not check."""
-    return STRING_FORMATS[name]

@@ -453,9 +453,22 @@ class _Importer:
             self.fail(f"{where}/type", f"lists a type twice: {kinds!r}")
         known = set().union(*(_TYPE_KEYWORDS[kind] for kind in kinds))
         self.refuse_unknown(node, where, _ANNOTATIONS | {"type"} | known)
-        branches = [{**{key: value for key, value in node.items()
-                        if key in _TYPE_KEYWORDS[kind] or key == "format"}, "type": kind}
-                    for kind in kinds]
+        branches = []
+        for kind in kinds:
+            branch = {**{key: value for key, value in node.items()
+                         if key in _TYPE_KEYWORDS[kind] or key == "format"}, "type": kind}
+            # enum and const hold whatever the type: each branch keeps the values of its own.
+            values = node.get("enum", [node["const"]] if "const" in node else None)
+            if isinstance(values, list):
+                branch.pop("const", None)
+                branch["enum"] = [value for value in values
+                                  if _json_type_of(value) == kind
+                                  or (kind == "number" and _json_type_of(value) == "integer")]
+                if not branch["enum"]:
+                    continue  # no listed value is of this type: the branch takes nothing
+            branches.append(branch)
+        if not branches:
+            self.fail(f"{where}/enum", f"no listed value is of the types {kinds!r}")
         return self.union({**{key: value for key, value in node.items()
                               if key in _ANNOTATIONS}, "anyOf": branches}, where, "anyOf", note)
 
@@ -600,9 +613,10 @@ class _Importer:
             key = exc.field.removeprefix("args.x").removeprefix(".")
             keywords = [keyword for keyword, mapped in _SPEC_KEYS.items()
                         if mapped == key and keyword in node]
-            if key in ("min_exclusive", "max_exclusive"):
-                keywords = [keyword for keyword in ("exclusiveMinimum", "exclusiveMaximum")
-                            if keyword in node][:1]
+            if key in ("min", "max", "min_exclusive", "max_exclusive") and not keywords:
+                # A bound read from exclusiveMinimum / exclusiveMaximum is named by it.
+                low = key.startswith("min")
+                keywords = ["exclusiveMinimum" if low else "exclusiveMaximum"]
             if key == "echo":
                 keywords = [ECHO_KEYWORD]
             suffix = f"/{keywords[0]}" if keywords else ""

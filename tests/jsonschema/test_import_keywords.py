@@ -357,3 +357,95 @@ def test_a_planted_defect_of_a_new_keyword_is_refused_by_its_reason(kind: str,
 
     call = data.draw(one_defect_args(IMPORTED, "t", kind))
     assert Gate(IMPORTED).validate_args("t", call.args) == call.reason
+
+
+# --- edges of the formats and of the importer ------------------------------------------------
+
+FORMAT_EDGES = [
+    ("email", "kim@[192.168.0.1]", True), ("email", "kim@[IPv6:fe80::1]", True),
+    ("email", "kim@[300.1.1.1]", False), ("email", '"kim lee"@example.com', True),
+    ("email", "kim..lee@example.com", False), ("email", "@example.com", False),
+    ("uri", "http://[fe80::1]:8080/x", True), ("uri", "http://[fe80::1/x", False),
+    ("uri", "http://host:80a/", False), ("uri", "http://ho]st/", False),
+    ("uri", "mailto:kim@example.com", True), ("uri", "http://[fe80::1]x/", False),
+    ("uri", "http://example.com/%zz", False), ("uri", "1http://example.com", False),
+    ("hostname", "a" * 64 + ".com", False), ("hostname", "", False),
+    ("ipv6", "fe80::1%eth0", False), ("date-time", "2024-01-01T10:00:00", False),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "valid"), FORMAT_EDGES,
+                         ids=[f"{name}-{index}" for index, (name, _, _) in
+                              enumerate(FORMAT_EDGES)])
+def test_format_edges_read_as_their_standards_say(name: str, value: str, valid: bool) -> None:
+    """Address literals, ports, brackets, zone ids: the gate's verdict, never looser."""
+    error, oracle = verdicts(prop({"type": "string", "format": name}), {"x": value})
+    assert (error == "") == valid
+    assert not (valid and not oracle)  # the gate never accepts what jsonschema refuses
+
+
+IMPORT_EDGES = [
+    # (schema of x, value, the gate's error)
+    ({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}, None, ""),
+    ({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}, True,
+     "args:type:x"),
+    ({"type": ["string", "integer", "null"], "enum": ["a", 1, None]}, 1, ""),
+    ({"type": ["string", "integer", "null"], "enum": ["a", 1, None]}, "b", "args:allowed:x"),
+    ({"type": "number", "minimum": 0, "exclusiveMinimum": True}, 0, "args:min:x"),
+    ({"type": "number", "maximum": 1, "exclusiveMaximum": True}, 0.5, ""),
+    ({"allOf": [{"$ref": "#/$defs/Day"}], "description": "when"}, "2026-13-01",
+     "args:format:x"),
+    ({"anyOf": [{"anyOf": [{"type": "string"}, {"type": "integer"}]}, {"type": "boolean"}]},
+     True, ""),
+    ({"anyOf": [{"type": "string"}, {}]}, [1], ""),
+    ({"type": "string", "anyOf": [{"minLength": 2}, {"format": "date"}]}, "a", "args:type:x"),
+    (True, {"any": "thing"}, ""),
+]
+
+
+@pytest.mark.parametrize(("node", "value", "error"), IMPORT_EDGES,
+                         ids=[str(index) for index in range(len(IMPORT_EDGES))])
+def test_import_edges_read_as_jsonschema_does(node: Any, value: Any, error: str) -> None:
+    """Null branches of wider unions, draft 4 flags, allOf of one, flattened unions, true."""
+    schema = {"type": "object", "properties": {"x": node}, "required": ["x"],
+              "additionalProperties": False, "$defs": {"Day": {"type": "string",
+                                                               "format": "date"}}}
+    gate_error, oracle = verdicts(schema, {"x": value})
+    assert gate_error == error
+    if value is not None:  # null is "not given" in the gate: IMPORT_DIFFERENCES["null"]
+        assert oracle == (error == "")
+
+
+IMPORT_REFUSALS = [
+    ({"anyOf": []}, "/properties/x/anyOf", "non-empty"),
+    ({"oneOf": [{"anyOf": [{"type": "string"}, {"type": "integer"}]}, {"type": "boolean"}]},
+     "/properties/x/oneOf/0", "anyOf inside a oneOf"),
+    ({"type": "string", "anyOf": [{"type": "integer"}]}, "/properties/x/anyOf/0/type",
+     "both beside"),
+    ({"type": "string", "allOf": [{"type": "string"}]}, "/properties/x/type", "both beside"),
+    ({"type": ["string", "strin"]}, "/properties/x/type", "unknown type"),
+    ({"type": ["string", "string"]}, "/properties/x/type", "twice"),
+    ({"type": "number", "exclusiveMinimum": 5, "maximum": 1},
+     "/properties/x/exclusiveMinimum", "greater"),
+]
+
+
+@pytest.mark.parametrize(("node", "pointer", "word"), IMPORT_REFUSALS,
+                         ids=[str(index) for index in range(len(IMPORT_REFUSALS))])
+def test_what_the_importer_still_refuses_is_named_where_it_is(node: Any, pointer: str,
+                                                              word: str) -> None:
+    """Unions and types the dialect cannot say are refused by JSON pointer."""
+    with pytest.raises(SchemaError) as caught:
+        from_json_schema(prop(node), name="t")
+    assert caught.value.field == pointer
+    assert word in caught.value.problem
+
+
+@pytest.mark.parametrize(("execution", "pointer"), [
+    ("yes", "/tools/0/execution"), ({"taskSupport": "always"}, "/tools/0/execution/taskSupport")])
+def test_a_malformed_execution_is_a_schema_error(execution: Any, pointer: str) -> None:
+    """execution must be an object whose taskSupport MCP defines."""
+    with pytest.raises(SchemaError) as caught:
+        tool_definition({"name": "t", "inputSchema": {"type": "object"},
+                         "execution": execution}, "up", "/tools/0")
+    assert caught.value.field == pointer
