@@ -193,14 +193,15 @@ def _count(number: int | None, spec: Spec) -> str:
 
 #: ``check -> the rule as words``; the contract's bounds of the same kind go in the field too.
 _RULES: dict[str, Callable[[Spec], str]] = {
-    "min": lambda spec: f"must be at least {spec.min}",
-    "max": lambda spec: f"must be at most {spec.max}",
+    "min": lambda spec: f"must be {'more than' if spec.min_exclusive else 'at least'} {spec.min}",
+    "max": lambda spec: f"must be {'less than' if spec.max_exclusive else 'at most'} {spec.max}",
     "min_len": lambda spec: f"must have at least {_count(spec.min_len, spec)}",
     "max_len": lambda spec: f"must have at most {_count(spec.max_len, spec)}",
     "pattern": lambda spec: f"must match {_show(spec.pattern, 60)}",
+    "format": lambda spec: f"must be a {spec.format} string",
 }
 _BOUNDS = {"min": ("min", "max"), "max": ("min", "max"), "min_len": ("min_len", "max_len"),
-           "max_len": ("min_len", "max_len"), "pattern": ("pattern",)}
+           "max_len": ("min_len", "max_len"), "pattern": ("pattern",), "format": ("format",)}
 
 
 def _field_issue(contract: ToolContract | None, args: object, check: str,
@@ -226,6 +227,9 @@ def _field_issue(contract: ToolContract | None, args: object, check: str,
         issue["issue"] = "is not an argument" + (f"; arguments: {known}" if known else "")
     elif spec is None:
         issue["issue"] = f"breaks its {check} rule"
+    elif spec.type == "any" and spec.branches is not None:
+        kinds = ", ".join(dict.fromkeys(branch.type for branch in spec.branches))
+        issue["issue"] = f"must be one of the forms it lists ({kinds}); got {given_text}"
     elif check == "echo":
         issue["issue"] = "must repeat the value you were given, unchanged"
     elif check == "allowed" and spec.allowed is not None:

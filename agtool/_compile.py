@@ -18,18 +18,21 @@ caller's object before it is copied, so an oversized refusal costs O(1).
 
 from __future__ import annotations
 
+import ast
 import itertools
 import linecache
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._contract import Spec, is_closed
+from ._contract import Spec, is_closed, is_value_of
+from ._formats import STRING_FORMATS
 from ._patterns import fullmatcher
 from ._reasons import EMPTY, NOT_OBJECT, RANGE, SHAPE, TOO_BIG, shown
 
-__all__ = ["UNDECLARED", "UNROLL", "Emitter", "compile_arg_check", "compile_copy",
-           "compile_result_check", "copies_exactly", "emit_copy", "plain_dict"]
+__all__ = ["UNDECLARED", "UNROLL", "Emitter", "compile_arg_check", "compile_branch",
+           "compile_copy", "compile_result_check", "compile_union", "copies_exactly", "emit_copy",
+           "plain_dict"]
 
 Check = Callable[..., str]
 
@@ -45,6 +48,7 @@ _RESULT_REASON = {
     "unexpected": SHAPE,
     "type": SHAPE,
     "pattern": SHAPE,
+    "format": SHAPE,
     "allowed": RANGE,
     "min": RANGE,
     "max": RANGE,
@@ -205,6 +209,9 @@ class Emitter:
     # -- shared --------------------------------------------------------------------------------
 
     def value(self, spec: Spec, var: str, indent: int, top_level: bool = False) -> None:
+        if spec.type == "any":
+            self.any_value(spec, var, indent)
+            return
         if isinstance(spec.item, Mapping) and spec.type == "dict":
             self.fields(spec.item, var, indent)  # a dict with named keys: read as list items are
             return
@@ -242,8 +249,52 @@ class Emitter:
         if spec.pattern is not None:
             matches = self.const(fullmatcher(spec.pattern))
             self.guard(indent, f"{matches}({var}) is None", "pattern")
+        self.imported_checks(spec, var, indent)
         if spec.item is not None:
             self._items(spec.item, var, indent)
+
+    # -- keywords read from imported schemas: formats, exclusive bounds, unions ----------------
+
+    def imported_checks(self, spec: Spec, var: str, indent: int) -> None:
+        """The checks of ``format`` and of exclusive bounds, after the others of a scalar."""
+        if spec.min_exclusive:
+            self.guard(indent, f"{var} == {self.const(spec.min)}", "min")
+        if spec.max_exclusive:
+            self.guard(indent, f"{var} == {self.const(spec.max)}", "max")
+        if spec.format is not None:
+            checker = self.const(STRING_FORMATS[spec.format])
+            self.guard(indent, f"not {checker}({var})", "format")
+
+    def any_value(self, spec: Spec, var: str, indent: int) -> None:
+        """A value of type ``any``: any JSON value, or one that keeps its union's branches.
+
+        Each branch is compiled to a function of its own (``compile_branch``), so
+        a union nests no blocks here. A refused value is answered with the reason
+        of the one branch of its JSON type, if exactly one has it, else ``type``.
+        For ``one_of``, branches are counted as JSON Schema counts them, where an
+        integral float is an integer too: never more values pass than it lets.
+        """
+        self.closed = False  # the branch a value keeps is known only at run time
+        self.guard(indent, f"not is_value_of('any', {var})", "type")
+        self.names["is_value_of"] = is_value_of
+        if spec.branches is None:
+            if not self.results:
+                # Copied one level, as a list without item is: the body gets its own container.
+                self.names["plain_dict"] = plain_dict
+                self.emit(indent, f"if type({var}) is list:")
+                self.emit(indent + 1, f"{var} = list_copy({var})")
+                self.emit(indent, f"elif isinstance({var}, dict):")
+                self.emit(indent + 1, f"{var} = plain_dict({var})")
+            return
+        union = self.const(compile_union(spec, self.results))
+        reasons = self.const({check: ast.literal_eval(self._reason(check))
+                              for check in _RESULT_REASON if check != "empty"})
+        outcome = self.fresh("u")
+        self.emit(indent, f"{outcome} = {union}({var})")
+        self.emit(indent, f"if {outcome}[0] is not None:")
+        self.emit(indent + 1, self.fail(f"{reasons}[{outcome}[0]]"))
+        if not self.results:
+            self.emit(indent, f"{var} = {outcome}[1]")
 
     def _items(self, inner: Spec | Mapping[str, Spec], var: str, indent: int) -> None:
         item = self.fresh("v")
@@ -364,6 +415,76 @@ def compile_arg_check(specs: Mapping[str, Spec]) -> Check:
     emitter.emit(1, "return value")
     check: Check = emitter.build("check_args", "value, echo=None")
     return check
+
+
+def compile_branch(spec: Spec, results: bool) -> Callable[[Any], tuple[str | None, Any]]:
+    """``check(value) -> (None, snapshot) | (check, None)`` for one branch of a union.
+
+    ``check`` is the bare name of the check that failed (``type``, ``min``, ...);
+    for arguments, ``snapshot`` is the value's checked copy, as ``compile_arg_check``
+    makes one. A branch's lists may be empty unless its ``min_len`` says otherwise.
+    """
+    emitter = Emitter(lambda reason: f"return ({reason}, None)")
+    emitter.results = results
+    emitter._exact = "exact"
+    emitter.emit(1, "exact = True")
+    emitter.emit(1, "try:")
+    emitter.value(spec, "value", 2)
+    emitter.emit(1, "except Exception:  # a value whose own methods raise keeps no branch")
+    emitter.emit(2, "return ('type', None)")
+    emitter.emit(1, "return (None, value)")
+    check: Callable[[Any], tuple[str | None, Any]] = emitter.build("check_branch", "value")
+    return check
+
+
+def compile_union(spec: Spec, results: bool) -> Callable[[Any], tuple[str | None, Any]]:
+    """``check(value)`` for a union (type ``any`` with branches): ``(None, snapshot)`` or
+    ``(check, None)``, as the gate reads the value."""
+    branches = spec.branches or ()
+    checks = [(branch, compile_branch(branch, results)) for branch in branches]
+    exactly_one = spec.one_of
+
+    def check_union(value: Any) -> tuple[str | None, Any]:
+        kept: list[Any] = []
+        failures: list[str] = []
+        # For oneOf, a branch JSON Schema would count is counted: there 1.0 is an integer,
+        # so a float another branch keeps would make two, and the value is refused.
+        as_json_schema = _integral(value) if exactly_one else value
+        for branch, check in checks:
+            problem, snapshot = check(value)
+            if problem is None:
+                kept.append(snapshot)
+                if not exactly_one:
+                    break
+            elif as_json_schema is not value and check(as_json_schema)[0] is None:
+                kept.append(None)  # counted, never chosen: the gate's own int is exact
+            elif is_value_of(branch.type, value):
+                failures.append(problem)  # of the right JSON type: its own reason is news
+        if (len(kept) == 1 and kept[0] is not None) or (kept and not exactly_one):
+            return None, kept[0]
+        if kept == [None]:
+            return "type", None  # kept only as JSON Schema reads 1.0: no branch of the gate
+        if kept:
+            return "type", None  # one_of: the value keeps several branches
+        return (failures[0] if len(failures) == 1 else "type"), None
+
+    return check_union
+
+
+def _integral(value: Any, depth: int = 0) -> Any:
+    """``value`` with each integral float an int (``1.0`` -> ``1``), or ``value`` itself."""
+    if type(value) is float and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if depth > 32:  # as deep as any contract reads; deeper parts stay as they are
+        return value
+    if type(value) is list:
+        items = [_integral(item, depth + 1) for item in value]
+        changed = any(new is not old for new, old in zip(items, value, strict=True))
+        return items if changed else value
+    if type(value) is dict:
+        pairs = {key: _integral(item, depth + 1) for key, item in value.items()}
+        return pairs if any(pairs[key] is not value[key] for key in value) else value
+    return value
 
 
 def _unexpected(args: dict[object, object], known: frozenset[str]) -> str:

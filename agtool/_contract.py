@@ -23,7 +23,13 @@ A spec is a dict with ``type`` (one of ``TYPES``) and optionally ``required``
 (bool, default ``True``), ``nullable``, ``allowed``, ``min``, ``max``,
 ``min_len``, ``max_len``, ``pattern`` (which all of a str must match, read by
 RE2: see ``agtool._patterns``), ``item``, ``description``, ``echo`` and
-``sensitive`` (redacted before a model or a log sees it). ``parse_entry`` turns
+``sensitive`` (redacted before a model or a log sees it), ``format`` (a str
+checked by one of ``STRING_FORMATS``: ``date``, ``email``, ``uuid``, ...),
+``min_exclusive`` / ``max_exclusive`` (``min`` / ``max`` itself refused too).
+Type ``any`` is any JSON value but null (null is "not given", as everywhere);
+with ``any_of`` (or ``one_of``) it is a value that keeps at least one (exactly
+one) of the listed specs, each of a concrete type: a union, JSON Schema's
+``anyOf`` / ``oneOf``. ``parse_entry`` turns
 an entry into a frozen ``ToolContract`` or raises ``ContractError`` naming the
 tool, the field and the problem.
 
@@ -55,6 +61,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from ._errors import ContractError
+from ._formats import STRING_FORMATS
 from ._patterns import fullmatcher, pattern_problem
 
 __all__ = [
@@ -73,10 +80,11 @@ __all__ = [
     "parse_entry",
 ]
 
-TYPES = ("str", "int", "float", "bool", "list", "dict")
+TYPES = ("str", "int", "float", "bool", "list", "dict", "any")
 SPEC_KEYS = frozenset(
     {"type", "required", "nullable", "allowed", "min", "max", "min_len", "max_len", "pattern",
-     "item", "description", "echo", "sensitive"}
+     "item", "description", "echo", "sensitive", "format", "min_exclusive", "max_exclusive",
+     "any_of", "one_of"}
 )
 ENTRY_KEYS = frozenset({"fn", "args", "returns", "description", "effect", "risk", "key_args",
                         "timeout", "source", "trust", "ttl", "reconcile", "raises"})
@@ -106,7 +114,14 @@ _KEY_TYPES = {
     "pattern": {"str"},
     "item": {"list", "dict"},
     "echo": {"str"},
+    "format": {"str"},
+    "min_exclusive": {"int", "float"},
+    "max_exclusive": {"int", "float"},
+    "any_of": {"any"},
+    "one_of": {"any"},
 }
+#: Spec keys a union's branch may not carry: a branch is a value's shape, not a key's.
+_BRANCH_KEYS_REFUSED = ("required", "nullable", "echo", "sensitive")
 
 ItemSpec = Union["Spec", dict[str, "Spec"], None]
 
@@ -131,6 +146,15 @@ class Spec:
     echo: bool = False
     #: Redacted before a model or a call record sees it.
     sensitive: bool = False
+    #: A str's format, one of ``STRING_FORMATS``, checked exactly.
+    format: str | None = None
+    #: Whether ``min`` (``max``) itself is refused too: JSON Schema's exclusive bounds.
+    min_exclusive: bool = False
+    max_exclusive: bool = False
+    #: For type ``any``: the specs a value must keep at least one of (``one_of``:
+    #: exactly one of); ``None``: any JSON value.
+    branches: tuple[Spec, ...] | None = None
+    one_of: bool = False
 
     @property
     def null_is_absent(self) -> bool:
@@ -188,6 +212,9 @@ def is_value_of(type_name: str, value: object) -> bool:
         return kind is bool
     if type_name == "list":
         return isinstance(value, list)
+    if type_name == "any":
+        return isinstance(value, (str, int, list, dict)) or (
+            kind is float and math.isfinite(value))  # type: ignore[arg-type]
     return isinstance(value, dict)
 
 
@@ -391,6 +418,10 @@ def _parse_spec(tool: str, field: str, spec: object) -> Spec:
             raise ContractError(tool, f"{field}.pattern", problem)
     low, high = _bounds(tool, field, spec, "min", "max", _is_number)
     min_len, max_len = _bounds(tool, field, spec, "min_len", "max_len", _is_count)
+    string_format = _format(tool, field, spec)
+    min_exclusive = _exclusive(tool, field, spec, "min")
+    max_exclusive = _exclusive(tool, field, spec, "max")
+    branches, one_of = _branches(tool, field, spec)
     parsed = Spec(
         type=type_name,
         required=required,
@@ -405,10 +436,65 @@ def _parse_spec(tool: str, field: str, spec: object) -> Spec:
         description=description,
         echo=echo,
         sensitive=sensitive,
+        format=string_format,
+        min_exclusive=min_exclusive,
+        max_exclusive=max_exclusive,
+        branches=branches,
+        one_of=one_of,
     )
     if "allowed" in spec:
         parsed = _with_allowed(tool, field, parsed, spec["allowed"])
     return parsed
+
+
+def _format(tool: str, field: str, spec: Mapping[str, Any]) -> str | None:
+    name = spec.get("format")
+    if name is None:
+        return None
+    if name not in STRING_FORMATS:
+        # An unchecked format would be a hole; the importer drops unknown ones, with a warning.
+        raise ContractError(tool, f"{field}.format", f"unknown format {name!r}; expected one "
+                            f"of {sorted(STRING_FORMATS)}")
+    return str(name)
+
+
+def _exclusive(tool: str, field: str, spec: Mapping[str, Any], bound: str) -> bool:
+    key = f"{bound}_exclusive"
+    flag = spec.get(key, False)
+    if type(flag) is not bool:
+        raise ContractError(tool, f"{field}.{key}", f"must be a bool, got {flag!r}")
+    if flag and spec.get(bound) is None:
+        raise ContractError(tool, f"{field}.{key}", f"says {bound} is exclusive, but there is "
+                            f"no {bound}")
+    return flag
+
+
+def _branches(tool: str, field: str, spec: Mapping[str, Any]
+              ) -> tuple[tuple[Spec, ...] | None, bool]:
+    """A union's branches (from ``any_of`` or ``one_of``) and whether exactly one must hold."""
+    if "any_of" in spec and "one_of" in spec:
+        raise ContractError(tool, f"{field}.one_of", "a union is any_of or one_of, not both")
+    key = "one_of" if "one_of" in spec else "any_of"
+    if key not in spec:
+        return None, False
+    listed = spec[key]
+    if not isinstance(listed, (list, tuple)) or not listed:
+        raise ContractError(tool, f"{field}.{key}", "must be a non-empty list of specs")
+    branches = []
+    for index, branch in enumerate(listed):
+        where = f"{field}.{key}[{index}]"
+        if isinstance(branch, Mapping):
+            for refused in _BRANCH_KEYS_REFUSED:
+                if refused in branch:
+                    raise ContractError(tool, f"{where}.{refused}", "applies to the union, "
+                                        "not to one of its branches")
+            if branch.get("type") == "any":
+                raise ContractError(tool, f"{where}.type", "a branch has a concrete type; "
+                                    "a union of unions is one union")
+        if where.count("[") > MAX_ITEM_DEPTH:
+            raise ContractError(tool, where, f"unions nest deeper than {MAX_ITEM_DEPTH} levels")
+        branches.append(_parse_spec(tool, where, branch))
+    return tuple(branches), key == "one_of"
 
 
 def _is_number(value: object) -> bool:
@@ -479,9 +565,9 @@ def _with_allowed(tool: str, field: str, spec: Spec, allowed: object) -> Spec:
 
 def scalar_problem(spec: Spec, value: Any) -> str:
     """The first bound a well-typed scalar breaks (``min``, ``max``, ``min_len``, …), or ``""``."""
-    if spec.min is not None and value < spec.min:
+    if spec.min is not None and (value < spec.min or (spec.min_exclusive and value == spec.min)):
         return "min"
-    if spec.max is not None and value > spec.max:
+    if spec.max is not None and (value > spec.max or (spec.max_exclusive and value == spec.max)):
         return "max"
     if spec.min_len is not None and len(value) < spec.min_len:
         return "min_len"
@@ -489,11 +575,15 @@ def scalar_problem(spec: Spec, value: Any) -> str:
         return "max_len"
     if spec.pattern is not None and fullmatcher(spec.pattern)(value) is None:
         return "pattern"
+    if spec.format is not None and not STRING_FORMATS[spec.format](value):
+        return "format"
     return ""
 
 
 def is_closed(spec: Spec) -> bool:
     """Whether the contract types every part of a valid value (what orjson writes exactly)."""
+    if spec.type == "any":
+        return False  # a union's branches are read at run time: its parts are not known here
     if spec.type not in ("list", "dict"):
         return True  # a checked scalar, even a float: orjson writes 1 and 1.0 apart
     item = spec.item

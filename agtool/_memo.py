@@ -221,7 +221,7 @@ def key_source(name: str, version: str, specs: Mapping[str, Spec]) -> KeySource:
     for number, (arg, spec) in enumerate(specs.items()):
         read = f"snapshot[{arg!r}]" if spec.required else f"snapshot.get({arg!r}, KEY_ABSENT)"
         inline = read
-        if spec.type in ("list", "dict"):
+        if spec.type in ("list", "dict", "any"):  # "any" may hold a container too
             containers = True
             closed = is_closed(spec)
             part = "key_exact" if closed else "key_open"

@@ -55,6 +55,7 @@ ARG_CHECKS = (
     "min_len",
     "max_len",
     "pattern",
+    "format",
     "echo",
 )
 #: Reasons about the call as a whole, not one argument.

@@ -19,6 +19,7 @@ TICKETS: dict[str, dict[str, Any]] = {
             "queue": {"type": "str", "allowed": ["billing", "tech"]},
             "priority": {"type": "int", "min": 1, "max": 5},
             "ref": {"type": "str", "pattern": "T-[0-9]{4}", "required": False},
+            "due": {"type": "str", "format": "date", "required": False},
             "tags": {"type": "list", "max_len": 3, "required": False,
                      "item": {"type": "str", "min_len": 1}},
             "notes": {"type": "list", "min_len": 1, "required": False,

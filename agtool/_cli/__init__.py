@@ -177,6 +177,9 @@ def _add_mcp(commands: Any) -> None:
     proxy.add_argument("--effect", action="append", default=[], metavar="NAME=EFFECT",
                        help="NAME's effect or risk level instead of its annotations' "
                        "(read, write, reversible_write, ...); repeatable")
+    proxy.add_argument("--memo", action="append", default=[], metavar="NAME=SECONDS",
+                       help="remember NAME's successful reads for SECONDS (default: no upstream "
+                       "read is remembered; any write forgets them all); repeatable")
     proxy.add_argument("--sensitive", action="append", default=[], metavar="NAME.FIELD",
                        help="redact NAME's argument or returned key FIELD; repeatable")
     proxy.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
@@ -373,10 +376,19 @@ def _mcp_proxy(args: argparse.Namespace) -> int:
     timeout = mcp.DEFAULT_UPSTREAM_TIMEOUT if args.timeout is None else args.timeout
     restarts = mcp.DEFAULT_RESTARTS if args.restarts is None else args.restarts
     http = _http_options(args) if args.http else None
+    memo = {name: _memo_seconds(seconds) for name, seconds in
+            (_pair(item, "=", "--memo") for item in args.memo)}
     mcp.proxy(command, trust_tools=args.trust_tool, effects=effects, sensitive=sensitive,
               timeout=timeout, pins=args.pins, restarts=restarts, http=http, rates=_rates(args),
-              **upstream_options, **_gate_options(args))
+              memo=memo, **upstream_options, **_gate_options(args))
     return 0
+
+
+def _memo_seconds(text: str) -> float:
+    try:
+        return _seconds(text)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise TableError(f"--memo ...={text}: expected a positive number of seconds") from None
 
 
 def _pair(item: str, sep: str, option: str) -> tuple[str, str]:

@@ -4,10 +4,16 @@ Out: ``to_json_schema`` and ``output_schema`` give Draft 2020-12 schemas that
 say exactly what the gate checks, and ``tool_spec`` / ``export_tools`` wrap
 them as OpenAI, Anthropic or MCP tool definitions.
 
-In: ``from_json_schema`` turns a schema in the same subset into a table entry,
-and ``load_tools_file`` reads a JSON file of provider tool definitions into a
-table. A keyword outside the subset is refused with ``SchemaError`` naming it
-and where it is, never dropped: a dropped ``maximum`` is a hole in the gate.
+In: ``from_json_schema`` turns a schema into a table entry, and
+``load_tools_file`` reads a JSON file of provider tool definitions into a
+table. The keywords of the dialect, ``format`` (``STRING_FORMATS``),
+``exclusiveMinimum``/``exclusiveMaximum``, ``anyOf``/``oneOf`` (type ``any``
+with branches), ``const``, several types, closed and open objects and
+recursive ``$ref``s are read as JSON Schema reads them, but for the
+differences listed in ``IMPORT_DIFFERENCES``. A keyword the gate cannot
+enforce is refused with ``SchemaError`` naming it and where it is, never
+dropped: a dropped ``maximum`` is a hole in the gate. (An unknown ``format``
+is an annotation: named in a warning, not a refusal.)
 
 Where the gate accepts less than the ``jsonschema`` package does on the
 exported schema is listed once, in ``STRICTER_THAN_JSON_SCHEMA``. Patterns are
@@ -42,7 +48,14 @@ from .export import (
     to_json_schema,
     tool_spec,
 )
-from .importer import from_json_schema
+from .importer import (
+    IMPORT_DIFFERENCES,
+    RECURSION_DEPTH,
+    ImportDifference,
+    from_json_schema,
+    open_objects,
+    schema_is_open,
+)
 from .toolfiles import (
     IMPORTED_EFFECTS,
     OPEN_WORLD_SOURCE,
@@ -60,8 +73,11 @@ __all__ = [
     "ECHO_NOTE",
     "FORMATS",
     "IMPORTED_EFFECTS",
+    "IMPORT_DIFFERENCES",
     "OPEN_WORLD_SOURCE",
+    "RECURSION_DEPTH",
     "STRICTER_THAN_JSON_SCHEMA",
+    "ImportDifference",
     "SchemaError",
     "Stricter",
     "ToolDefinition",
@@ -72,9 +88,11 @@ __all__ = [
     "load_tools",
     "load_tools_file",
     "mcp_annotations",
+    "open_objects",
     "openai_strict_problems",
     "output_schema",
     "read_tools_file",
+    "schema_is_open",
     "to_json_schema",
     "tool_definition",
     "tool_spec",

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from .._contract import Spec, ToolContract, parse_entry
 from .._errors import ContractError, SchemaError
+from .._formats import STRING_FORMATS
 from .._patterns import fullmatcher
 from .ecma import gate_pattern
 
@@ -52,6 +53,10 @@ def _gate_number(value: object) -> bool:
     return type(value) is int or (type(value) is float and math.isfinite(value))
 
 
+def _gate_format_holds(name: str, value: str) -> bool:
+    return STRING_FORMATS[name](value)
+
+
 def _gate_pattern_matches(pattern: str, value: str) -> bool:
     # What from_json_schema makes of the keyword is what the gate matches.
     return fullmatcher(gate_pattern(pattern))(value) is not None
@@ -81,6 +86,16 @@ STRICTER_THAN_JSON_SCHEMA: Mapping[str, Stricter] = MappingProxyType({
         "\\S, and more than ECMA 262 on \\S. Write explicit classes ([0-9], [^0-9]) for a "
         "pattern every validator reads alike.",
         _gate_pattern_matches),
+    "format": Stricter(
+        "The gate checks each format of STRING_FORMATS by its standard (agtool._formats), as "
+        "an assertion; the jsonschema package checks a format only with a FormatChecker, "
+        "some only with optional packages, and its email is any text with an @. The gate's "
+        "email is RFC 5322's addr-spec without comments, its hostname has no trailing "
+        "dot, and its uuid is 8-4-4-4-12 hex digits and nothing else (jsonschema reads it "
+        "through Python's UUID(), which takes braces and underscores); a value ending in "
+        "a newline is never of a format (jsonschema's $ lets some pass). Otherwise "
+        "the two agree, with jsonschema[format-nongpl] installed.",
+        _gate_format_holds),
     ECHO_KEYWORD: Stricter(
         "An echo argument must equal the value the caller passes as echo=; a schema cannot "
         "say which value that is, only that a string is required.",
@@ -155,8 +170,26 @@ def _object_schema(tool: str, specs: Mapping[str, Spec], closed: bool, where: st
     return schema
 
 
+def _any_schema(tool: str, spec: Spec, closed: bool, where: str, nullable: bool
+                ) -> dict[str, Any]:
+    """Type ``any``: ``anyOf``/``oneOf`` of its branches, or any value; null only if optional."""
+    schema: dict[str, Any] = {}
+    if spec.description:
+        schema["description"] = spec.description
+    if spec.branches is None:
+        # Any JSON value but null, which means "not given" and is refused for a required key.
+        return schema if nullable else {**schema, "not": {"type": "null"}}
+    keyword = "oneOf" if spec.one_of else "anyOf"
+    branches = [_spec_schema(tool, branch, closed, f"{where}/{keyword}/{index}")
+                for index, branch in enumerate(spec.branches)]
+    # Null keeps none of the typed branches, so it is one more branch, for oneOf too.
+    return {**schema, keyword: [*branches, {"type": "null"}] if nullable else branches}
+
+
 def _spec_schema(tool: str, spec: Spec, closed: bool, where: str, nullable: bool = False
                  ) -> dict[str, Any]:
+    if spec.type == "any":
+        return _any_schema(tool, spec, closed, where, nullable)
     if spec.type == "dict" and spec.item is not None:
         named = _object_schema(tool, spec.item, closed, where)  # type: ignore[arg-type]
         if spec.description:
@@ -174,15 +207,18 @@ def _spec_schema(tool: str, spec: Spec, closed: bool, where: str, nullable: bool
         schema["description"] = description
     if spec.allowed is not None:
         schema["enum"] = [*spec.allowed, None] if nullable else list(spec.allowed)
-    for keyword, bound in (("minimum", spec.min), ("maximum", spec.max)):
+    for keyword, bound, exclusive in (("minimum", spec.min, spec.min_exclusive),
+                                      ("maximum", spec.max, spec.max_exclusive)):
         if bound is not None:
-            schema[keyword] = bound
+            schema[f"exclusive{keyword.title()}" if exclusive else keyword] = bound
     low, high = ("minLength", "maxLength") if spec.type == "str" else ("minItems", "maxItems")
     for keyword, bound in ((low, spec.min_len), (high, spec.max_len)):
         if bound is not None:
             schema[keyword] = bound
     if spec.pattern is not None:
         schema["pattern"] = _export_pattern(tool, spec.pattern, f"{where}/pattern")
+    if spec.format is not None:
+        schema["format"] = spec.format
     if isinstance(spec.item, Spec):
         schema["items"] = _spec_schema(tool, spec.item, closed, f"{where}/items")
     elif spec.item is not None:
@@ -241,6 +277,11 @@ def _strict_problems(specs: Mapping[str, Spec], prefix: str) -> Iterator[str]:
 
 
 def _strict_value_problems(spec: Spec, path: str) -> Iterator[str]:
+    if spec.type == "any":
+        yield (f"{path}: a value of any type or a union; strict mode's anyOf is not promised "
+               f"to read it as the gate does")
+    if spec.format == "uri":
+        yield f"{path}: format 'uri' is not in strict mode's formats"
     if spec.type == "str" and (spec.min_len is not None or spec.max_len is not None):
         yield f"{path}: minLength/maxLength are not in strict mode's keywords"
     if spec.type == "dict" and spec.item is None:

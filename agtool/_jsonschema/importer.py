@@ -2,32 +2,56 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Mapping
-from typing import Any, NoReturn
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple, NoReturn
 from urllib.parse import unquote
 
 from .._contract import parse_entry
 from .._errors import ContractError, SchemaError
+from .._formats import STRING_FORMATS
 from .._patterns import pattern_problem
+from .._reasons import shown
 from .ecma import _re2_escapes, gate_pattern
 from .export import _JSON_TYPES, ECHO_KEYWORD, ECHO_NOTE, _escape
 
-__all__ = ["from_json_schema"]
+__all__ = ["IMPORT_DIFFERENCES", "RECURSION_DEPTH", "ImportDifference", "from_json_schema",
+           "open_objects", "schema_is_open"]
+
+_log = logging.getLogger("agtool")
+#: How many levels of nesting a recursive ``$ref`` (a tree: A -> B -> A) is
+#: expanded to before its deeper values are read as any JSON: the gate's checks
+#: are straight-line code, so a contract is finite, and a model's arguments rarely
+#: nest deeper. Each list and each object with named keys is one level.
+RECURSION_DEPTH = 3
+#: How many schemas deep the importer reads before refusing: far past any contract the
+#: gate can hold (``MAX_ITEM_DEPTH``), and far short of Python's own recursion limit,
+#: so a hostile listing nested a thousand levels is a SchemaError, not a RecursionError.
+_MAX_SCHEMA_DEPTH = 64
 
 
 _DIALECT_TYPES = {json_type: name for name, json_type in _JSON_TYPES.items()}
 #: Keywords that validate nothing: read (``description``) or passed over, never a hole.
+#: (``contentMediaType`` and ``contentEncoding`` are annotations in 2020-12, not assertions;
+#: ``format`` is read apart: the formats of ``STRING_FORMATS`` are checked, others named.)
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment",
-                          "deprecated", "readOnly", "writeOnly"})
+                          "deprecated", "readOnly", "writeOnly", "contentMediaType",
+                          "contentEncoding", "$id", "$anchor", "format"})
+_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
 _TYPE_KEYWORDS = {
     "string": frozenset({"enum", "const", "minLength", "maxLength", "pattern"}),
-    "integer": frozenset({"enum", "const", "minimum", "maximum"}),
-    "number": frozenset({"enum", "const", "minimum", "maximum"}),
+    "integer": frozenset({"enum", "const"}) | _BOUNDS,
+    "number": frozenset({"enum", "const"}) | _BOUNDS,
     "boolean": frozenset({"enum", "const"}),
     "array": frozenset({"items", "minItems", "maxItems"}),
     "object": frozenset({"properties", "required", "additionalProperties"}),
 }
+#: Keywords that combine schemas: read as a union (``anyOf``/``oneOf``) or merged
+#: (an ``allOf`` of one schema, as pydantic writes a described ``$ref``).
+_UNIONS = ("anyOf", "oneOf")
 _SPEC_KEYS = {"enum": "allowed", "const": "allowed", "minimum": "min", "maximum": "max",
               "minLength": "min_len", "maxLength": "max_len", "minItems": "min_len",
               "maxItems": "max_len", "pattern": "pattern"}
@@ -37,12 +61,52 @@ _NULL_HINT = ("null is read by the gate only as an optional key's 'not given' ([
               "or an anyOf of one schema and {\"type\": \"null\"} on a property); a list "
               "item, a whole schema or a value that is only null cannot be null")
 _HINTS = {
-    "exclusiveMinimum": "use minimum", "exclusiveMaximum": "use maximum",
-    "anyOf": "the dialect has no unions", "oneOf": "the dialect has no unions",
-    "allOf": "the dialect has no unions", "prefixItems": "the dialect has no tuples",
-    "format": "the gate cannot check formats; use pattern",
+    "allOf": "an allOf of several schemas is an intersection the dialect cannot say",
+    "prefixItems": "the dialect has no tuples",
     "nullable": _NULL_HINT,
 }
+#: What deref answers for a recursive reference met too deep: a mapping, told apart by identity.
+_CUT: Mapping[str, Any] = MappingProxyType({})
+
+
+class ImportDifference(NamedTuple):
+    """One place where the gate's reading of an imported schema differs from JSON Schema's."""
+
+    #: Why, in a sentence or two.
+    why: str
+    #: ``True``: the gate refuses values the source schema admits; ``False``: it
+    #: admits some the source schema refuses (and the harness, not the gate, sees them).
+    stricter: bool
+
+
+#: Every difference between the gate on an imported contract and JSON Schema on
+#: the source schema, keyed by the keyword it concerns (``STRICTER_THAN_JSON_SCHEMA``
+#: lists those between the gate and its own exported schema, which hold here too).
+IMPORT_DIFFERENCES: Mapping[str, ImportDifference] = MappingProxyType({
+    "additionalProperties": ImportDifference(
+        "An argument object that names its keys is closed by the gate whether or not the "
+        "schema says additionalProperties: false: a model's unnamed argument is a typo or a "
+        "hallucination, and a server that drops it runs with defaults. open_objects() names "
+        "where the source schema was open.", True),
+    "type": ImportDifference(
+        "A schema without type but with a type's keywords (properties, items, pattern, "
+        "minimum, ...) is read as that type; JSON Schema lets values of every other type "
+        "pass. A schema with none of them takes any JSON value but null.", True),
+    "null": ImportDifference(
+        "Null is read only as an optional key's 'not given': a required key, a list item or "
+        "a typeless value that is null is refused, where {} or a null branch admits it.",
+        True),
+    "format": ImportDifference(
+        "A format outside STRING_FORMATS is left unchecked, as JSON Schema 2020-12 does by "
+        "default, and named in a warning on the agtool logger.", False),
+    "$ref": ImportDifference(
+        f"A recursive reference is expanded to RECURSION_DEPTH ({RECURSION_DEPTH}) levels of "
+        f"nesting; deeper, any JSON value passes, and a warning says where.", False),
+    "results": ImportDifference(
+        "A returned object is open in the gate, additionalProperties: false or not: a key "
+        "the output schema does not name passes unchecked (the harness checks outputSchema "
+        "with jsonschema).", False),
+})
 
 
 def _no_fn(**kwargs: Any) -> Any:  # pragma: no cover - replaced before any call
@@ -56,12 +120,22 @@ class _Importer:
         self.source, self.tool, self.root, self.base = source, tool, root, base
         #: Returned objects are open and argument objects closed, as in the gate.
         self.results = results
+        #: The ``$ref``s being expanded, outermost first, and how deep the specs nest now.
+        self.expanding: list[str] = []
+        self.depth = 0
+        self.schemas_deep = 0
 
     def error(self, where: str, problem: str) -> SchemaError:
         return SchemaError(self.source, self.tool, self.base + where, problem)
 
     def fail(self, where: str, problem: str) -> NoReturn:
         raise self.error(where, problem)
+
+    def warn(self, where: str, problem: str) -> None:
+        # Names come from someone else's server: shown() keeps each on one line.
+        origin = f"{shown(self.source)}: " if self.source else ""
+        _log.warning("%stool '%s', at '%s': %s", origin, shown(self.tool),
+                     shown(self.base + where), problem)
 
     def top(self) -> dict[str, dict[str, Any]]:
         node = self.root
@@ -87,8 +161,9 @@ class _Importer:
             if not isinstance(key, str) or not key:
                 self.fail(f"{where}/properties", "property names must be non-empty strings")
             at = f"{where}/properties/{_escape(key)}"
-            node, at, note, nullable = self.nullable(child, at)
-            spec = self.spec(node, at, top=where == "", note=note)
+            with self.frame():
+                node, at, note, nullable = self.nullable(child, at)
+                spec = self.spec(node, at, top=where == "", note=note)
             if nullable and spec.get("echo"):
                 self.fail(at, "an echo argument is never null: it must be copied verbatim")
             if nullable:
@@ -106,33 +181,41 @@ class _Importer:
         """A property's schema with its null alternative taken off, and whether it had one.
 
         Null is read from ``type: [T, "null"]`` (with null in its ``enum``, if
-        it has one), from ``anyOf``/``oneOf`` of one schema and
-        ``{"type": "null"}``, and from OpenAPI's ``nullable``.
+        it has one), from a null branch of ``anyOf``/``oneOf`` (the rest being
+        one schema, or a union of the others), and from OpenAPI's ``nullable``.
         """
         node, where, note = self.deref(node, where)
-        for keyword in ("anyOf", "oneOf"):
+        if node is _CUT:
+            return node, where, note, False
+        for keyword in _UNIONS:
             branches = node.get(keyword)
-            if not (isinstance(branches, list) and len(branches) == 2
+            if not (isinstance(branches, list) and len(branches) >= 2
                     and _has_null_branch(branches)):
                 continue
+            nulls = [index for index, branch in enumerate(branches)
+                     if isinstance(branch, Mapping) and branch.get("type") == "null"]
+            for index in nulls:
+                if set(branches[index]) - _ANNOTATIONS - {"type"}:
+                    self.fail(f"{where}/{keyword}/{index}", "a null branch holds only type")
+            rest = [branch for index, branch in enumerate(branches) if index not in nulls]
+            if len(rest) > 1 or len(nulls) > 1:
+                # Null and a union of the rest: the union is read where it stands.
+                return {**node, keyword: rest}, where, note, True
             extra = sorted(set(node) - _ANNOTATIONS - {keyword})
             if extra:
                 self.fail(f"{where}/{_escape(extra[0])}", f"is not allowed beside a nullable "
                           f"{keyword}; put it in the non-null branch")
-            index = next(number for number, branch in enumerate(branches)
-                         if not (isinstance(branch, Mapping) and branch.get("type") == "null"))
-            null = branches[1 - index]
-            if set(null) - _ANNOTATIONS - {"type"}:
-                self.fail(f"{where}/{keyword}/{1 - index}", "a null branch holds only type")
+            index = next(number for number in range(len(branches)) if number not in nulls)
             if isinstance(node.get("description"), str):
                 note = node["description"]
             inner, inner_where, inner_note = self.deref(branches[index],
                                                         f"{where}/{keyword}/{index}")
             return inner, inner_where, inner_note if note is None else note, True
         kind = node.get("type")
-        if (isinstance(kind, list) and len(kind) == 2 and "null" in kind
-                and all(isinstance(each, str) for each in kind) and kind[0] != kind[1]):
-            node = {**node, "type": kind[1 - kind.index("null")]}
+        if (isinstance(kind, list) and len(kind) >= 2 and "null" in kind
+                and all(isinstance(each, str) for each in kind) and len(set(kind)) == len(kind)):
+            others = [each for each in kind if each != "null"]
+            node = {**node, "type": others[0] if len(others) == 1 else others}
             values = node.get("enum")
             if not isinstance(values, list) or None in values:
                 if isinstance(values, list):
@@ -150,13 +233,17 @@ class _Importer:
         return node, where, note, False
 
     def check_closure(self, node: Mapping[str, Any], where: str) -> None:
+        """Named keys may be closed (``false``) or open (absent, ``true``), never typed.
+
+        Closed is the gate's own reading of arguments. An open argument object is
+        closed by the gate all the same (``STRICTER_THAN_JSON_SCHEMA``, and
+        ``open_objects`` says where the source was open); a returned object is
+        open in the gate, closed or not: the gate checks the keys it names.
+        """
         closure = node.get("additionalProperties")
-        if self.results and closure is False:
-            self.fail(f"{where}/additionalProperties",
-                      "returned objects are open in the gate, so a closed one cannot be checked")
-        if not self.results and closure not in (None, False):
-            self.fail(f"{where}/additionalProperties",
-                      "arguments are closed in the gate; only false (or leaving it out) fits")
+        if closure not in (None, False, True):
+            self.fail(f"{where}/additionalProperties", "an object that names its keys takes "
+                      "other keys or not (true or false); the dialect has no schema for them")
 
     def required(self, node: Mapping[str, Any], where: str, properties: Mapping[str, Any]
                  ) -> frozenset[str]:
@@ -169,27 +256,63 @@ class _Importer:
                           f"does not define")
         return frozenset(required)
 
+    @contextlib.contextmanager
+    def frame(self) -> Iterator[None]:
+        """The references followed inside are no longer being expanded once it ends."""
+        mark = len(self.expanding)
+        try:
+            yield
+        finally:
+            del self.expanding[mark:]
+
     def spec(self, node: object, where: str, top: bool, note: str | None = None
              ) -> dict[str, Any]:
-        node, where, found = self.deref(node, where)
-        note = found if note is None else note
+        with self.frame():
+            node, where, found = self.deref(node, where)
+            return self.spec_of(node, where, top, found if note is None else note)
+
+    def spec_of(self, node: Mapping[str, Any], where: str, top: bool, note: str | None
+                ) -> dict[str, Any]:
+        if self.schemas_deep >= _MAX_SCHEMA_DEPTH:
+            self.fail(where, f"schemas nest deeper than {_MAX_SCHEMA_DEPTH} levels")
+        self.schemas_deep += 1
+        try:
+            return self.read_spec(node, where, top, note)
+        finally:
+            self.schemas_deep -= 1
+
+    def read_spec(self, node: Mapping[str, Any], where: str, top: bool, note: str | None
+                  ) -> dict[str, Any]:
+        if node is _CUT:
+            return self.described({"type": "any"}, {}, where, note)
+        node, where = self.merged(node, where)
+        union = self.union_keyword(node, where)
+        if union is not None:
+            return self.union(node, where, union, note)
+        kind = node.get("type")
+        if isinstance(kind, list) and len(kind) > 1 and "null" not in kind:
+            return self.several_types(node, where, note)
         json_type = self.type_of(node, where)
+        self.read_format(node, where, json_type)
         echo_here = top and not self.results
-        allowed = _ANNOTATIONS | {"type"} | _TYPE_KEYWORDS[json_type]
+        allowed = _ANNOTATIONS | {"type"} | _TYPE_KEYWORDS.get(json_type, frozenset())
         self.refuse_unknown(node, where, allowed | ({ECHO_KEYWORD} if echo_here else set()))
+        if json_type == "any":
+            return self.described({"type": "any"}, node, where, note)
         if json_type == "object" and node.get("properties"):
             return self.named_object(node, where, note)
         if json_type == "object":
             return self.free_object(node, where, note)
         spec: dict[str, Any] = {"type": _DIALECT_TYPES[json_type]}
-        description = node.get("description", note)
-        if description is not None:
-            spec["description"] = self.description(description, where)
+        self.described(spec, node, where, note)
         for keyword, key in _SPEC_KEYS.items():
             if keyword in node:
                 spec[key] = [node[keyword]] if keyword == "const" else node[keyword]
+        self.bounds(spec, node, where)
         if "pattern" in spec:
             spec["pattern"] = self.pattern(spec["pattern"], f"{where}/pattern")
+        if json_type == "string" and node.get("format") in STRING_FORMATS:
+            spec["format"] = node["format"]
         if ECHO_KEYWORD in node:
             spec["echo"] = node[ECHO_KEYWORD]
             spec["description"] = _strip_echo_note(spec.get("description", ""))
@@ -206,24 +329,179 @@ class _Importer:
                 spec["min_len"] = min_len
         return spec
 
+    def described(self, spec: dict[str, Any], node: Mapping[str, Any], where: str,
+                  note: str | None) -> dict[str, Any]:
+        description = node.get("description", note)
+        if description is not None:
+            spec["description"] = self.description(description, where)
+        return spec
+
+    def read_format(self, node: Mapping[str, Any], where: str, json_type: str) -> None:
+        """Check the type of ``format``, and name one the gate leaves unchecked."""
+        if "format" not in node:
+            return
+        name = node["format"]
+        if not isinstance(name, str):
+            self.fail(f"{where}/format", "must be a string")
+        if json_type == "string" and name not in STRING_FORMATS:
+            # Unknown formats are annotations in 2020-12: left unchecked, said, never a refusal.
+            self.warn(f"{where}/format", f"format {name!r} is not checked by the gate (it "
+                      f"checks {', '.join(sorted(STRING_FORMATS))})")
+
+    def bounds(self, spec: dict[str, Any], node: Mapping[str, Any], where: str) -> None:
+        """``exclusiveMinimum``/``exclusiveMaximum`` (numbers, or draft 4's flags) into the spec."""
+        for keyword, key in (("exclusiveMinimum", "min"), ("exclusiveMaximum", "max")):
+            if keyword not in node:
+                continue
+            value = node[keyword]
+            if type(value) is bool:  # draft 4: a flag on minimum / maximum
+                if value and key not in spec:
+                    self.fail(f"{where}/{keyword}", f"is true, but there is no "
+                              f"{'minimum' if key == 'min' else 'maximum'}")
+                if value:
+                    spec[f"{key}_exclusive"] = True
+                continue
+            if type(value) not in (int, float):
+                self.fail(f"{where}/{keyword}", f"must be a number, got {json.dumps(value)}")
+            inclusive = spec.get(key)
+            tighter = inclusive is None or (value >= inclusive if key == "min"
+                                            else value <= inclusive)
+            if tighter:
+                spec[key], spec[f"{key}_exclusive"] = value, True
+
+    def merged(self, node: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any], str]:
+        """An ``allOf`` of one schema merged into the node that holds it."""
+        branches = node.get("allOf")
+        if branches is None:
+            return node, where
+        if not isinstance(branches, list) or len(branches) != 1:
+            self.refuse(node, where, "allOf")
+        inner, inner_where, note = self.deref(branches[0], f"{where}/allOf/0")
+        if inner is _CUT:
+            return inner, inner_where
+        outer = {key: value for key, value in node.items() if key != "allOf"}
+        clash = sorted(set(outer) & set(inner) - _ANNOTATIONS)
+        if clash:
+            self.fail(f"{where}/{_escape(clash[0])}", "is said both beside allOf and in it")
+        merged = {**inner, **outer}
+        if "description" not in merged and note is not None:
+            merged["description"] = note
+        return merged, where
+
+    def union_keyword(self, node: Mapping[str, Any], where: str) -> str | None:
+        found = [keyword for keyword in _UNIONS if keyword in node]
+        if len(found) > 1:
+            self.fail(f"{where}/oneOf", "anyOf and oneOf together are an intersection of "
+                      "unions the dialect cannot say")
+        if not found:
+            return None
+        branches = node[found[0]]
+        if not isinstance(branches, list) or not branches:
+            self.fail(f"{where}/{found[0]}", "must be a non-empty list of schemas")
+        if _has_null_branch(branches):
+            self.fail(f"{where}/{found[0]}", _NULL_HINT)
+        return found[0]
+
+    def union(self, node: Mapping[str, Any], where: str, keyword: str, note: str | None
+              ) -> dict[str, Any]:
+        """``anyOf`` / ``oneOf``: type ``any`` with one spec per branch.
+
+        Keywords beside the union hold for every branch, so each branch gets
+        them (S and (B1 or B2) is (S and B1) or (S and B2); for exactly one, too).
+        """
+        shared = {key: value for key, value in node.items()
+                  if key not in _ANNOTATIONS and key != keyword}
+        specs: list[dict[str, Any]] = []
+        for index, branch in enumerate(node[keyword]):
+            at = f"{where}/{keyword}/{index}"
+            with self.frame():
+                spec = self.branch(branch, at, keyword, shared)
+            spec.pop("description", None)
+            if spec["type"] == "any" and "any_of" not in spec and "one_of" not in spec:
+                return self.described({"type": "any"}, node, where, note)  # one takes all
+            if spec["type"] == "any" and (keyword == "anyOf") == ("any_of" in spec):
+                specs.extend(spec.get("any_of", spec.get("one_of", [])))  # flattened
+            elif spec["type"] == "any":
+                self.fail(at, "an anyOf inside a oneOf (or the reverse) is beyond the dialect")
+            else:
+                specs.append(spec)
+        union: dict[str, Any] = {"type": "any",
+                                 "any_of" if keyword == "anyOf" else "one_of": specs}
+        self.described(union, node, where, note)
+        self.validate(union, node, where)
+        return union
+
+    def branch(self, node: object, where: str, keyword: str, shared: Mapping[str, Any]
+               ) -> dict[str, Any]:
+        inner, where, _ = self.deref(node, where)
+        if inner is not _CUT:
+            clash = sorted(set(shared) & set(inner) - {"type"} - _ANNOTATIONS)
+            if clash or ("type" in shared and "type" in inner
+                         and shared["type"] != inner["type"]):
+                self.fail(f"{where}/{_escape((clash or ['type'])[0])}", f"is said both "
+                          f"beside {keyword} and in this branch")
+            inner = {**shared, **inner}
+        return self.spec(inner, where, top=False)
+
+    def several_types(self, node: Mapping[str, Any], where: str, note: str | None
+                      ) -> dict[str, Any]:
+        """``type: [A, B]``: a union of one branch per type, with the keywords of each type."""
+        kinds = node["type"]
+        if not all(isinstance(kind, str) and kind in _TYPE_KEYWORDS for kind in kinds):
+            self.fail(f"{where}/type", f"unknown type in {kinds!r}")
+        if len(set(kinds)) != len(kinds):
+            self.fail(f"{where}/type", f"lists a type twice: {kinds!r}")
+        known = set().union(*(_TYPE_KEYWORDS[kind] for kind in kinds))
+        self.refuse_unknown(node, where, _ANNOTATIONS | {"type"} | known)
+        branches = []
+        for kind in kinds:
+            branch = {**{key: value for key, value in node.items()
+                         if key in _TYPE_KEYWORDS[kind] or key == "format"}, "type": kind}
+            # enum and const hold whatever the type: each branch keeps the values of its own.
+            values = node.get("enum", [node["const"]] if "const" in node else None)
+            if isinstance(values, list):
+                branch.pop("const", None)
+                branch["enum"] = [value for value in values
+                                  if _json_type_of(value) == kind
+                                  or (kind == "number" and _json_type_of(value) == "integer")]
+                if not branch["enum"]:
+                    continue  # no listed value is of this type: the branch takes nothing
+            branches.append(branch)
+        if not branches:
+            self.fail(f"{where}/enum", f"no listed value is of the types {kinds!r}")
+        return self.union({**{key: value for key, value in node.items()
+                              if key in _ANNOTATIONS}, "anyOf": branches}, where, "anyOf", note)
+
     def item(self, node: object, where: str) -> dict[str, Any] | None:
         if node is True or node == {}:
             return None  # any item: the dialect's list without `item`
         if isinstance(node, list):
             self.fail(where, "a list of item schemas is a tuple; the dialect has no tuples")
-        node, where, _ = self.deref(node, where)
-        if self.type_of(node, where) == "object" and node.get("properties"):
-            self.refuse_unknown(node, where, _ANNOTATIONS | _TYPE_KEYWORDS["object"] | {"type"})
-            return self.members(node, where)
-        return self.spec(node, where, top=False)
+        self.depth += 1
+        try:
+            with self.frame():
+                node, where, _ = self.deref(node, where)
+                if node is _CUT:
+                    return None
+                node, where = self.merged(node, where)
+                if (node is not _CUT and self.union_keyword(node, where) is None
+                        and node.get("type", _inferred(node)) == "object"
+                        and node.get("properties")):
+                    self.refuse_unknown(node, where,
+                                        _ANNOTATIONS | _TYPE_KEYWORDS["object"] | {"type"})
+                    return self.members(node, where)
+                return self.spec_of(node, where, top=False, note=None)
+        finally:
+            self.depth -= 1
 
     def named_object(self, node: Mapping[str, Any], where: str, note: str | None
                      ) -> dict[str, Any]:
-        spec: dict[str, Any] = {"type": "dict", "item": self.members(node, where)}
-        description = node.get("description", note)
-        if description is not None:
-            spec["description"] = self.description(description, where)
-        return spec
+        self.depth += 1
+        try:
+            spec: dict[str, Any] = {"type": "dict", "item": self.members(node, where)}
+        finally:
+            self.depth -= 1
+        return self.described(spec, node, where, note)
 
     def free_object(self, node: Mapping[str, Any], where: str, note: str | None
                     ) -> dict[str, Any]:
@@ -231,14 +509,17 @@ class _Importer:
             self.fail(f"{where}/required", "names keys, but the object has no properties")
         if node.get("additionalProperties", True) is not True:
             self.fail(f"{where}/additionalProperties", "a free-form object must allow any key")
-        spec: dict[str, Any] = {"type": "dict"}
-        description = node.get("description", note)
-        if description is not None:
-            spec["description"] = self.description(description, where)
-        return spec
+        return self.described({"type": "dict"}, node, where, note)
 
     def deref(self, node: object, where: str) -> tuple[Mapping[str, Any], str, str | None]:
-        """Follow local ``$ref``s to a schema, keeping the first description on the way."""
+        """Follow local ``$ref``s to a schema, keeping the first description on the way.
+
+        A reference already being expanded further out (a recursive schema) is
+        expanded again while the specs nest less than ``RECURSION_DEPTH`` levels;
+        deeper, ``_CUT`` is answered: the value there is read as any JSON.
+        """
+        if node is _CUT:
+            return node, where, None
         seen: list[str] = []
         note: str | None = None
         while isinstance(node, Mapping) and "$ref" in node:
@@ -252,13 +533,22 @@ class _Importer:
                 self.fail(f"{where}/$ref", f"only local references (#/...) are followed, "
                           f"got {ref!r}")
             if ref in seen:
-                self.fail(f"{where}/$ref", f"recursive reference {ref!r}")
+                self.fail(f"{where}/$ref", f"reference {ref!r} refers to itself and to no "
+                          f"schema")
+            if ref in self.expanding and self.depth >= RECURSION_DEPTH:
+                self.warn(f"{where}/$ref", f"recursive reference {ref!r} is checked to "
+                          f"{RECURSION_DEPTH} levels of nesting; deeper, any JSON value "
+                          f"passes")
+                return _CUT, where, note
             seen.append(ref)
             target = _resolve(self.root, ref)
             if target is None:
                 self.fail(f"{where}/$ref", f"{ref!r} points at nothing")
             node, where = target, unquote(ref[1:])
+        self.expanding.extend(seen)
         if not isinstance(node, Mapping):
+            if node is True:
+                return {}, where, note  # the schema that takes anything
             self.fail(where, f"a schema must be an object, got {json.dumps(node)}")
         return node, where, note
 
@@ -271,7 +561,7 @@ class _Importer:
         if kind == "null" or (isinstance(kind, list) and "null" in kind):
             self.fail(f"{where}/type", _NULL_HINT)
         if isinstance(kind, list):
-            self.fail(f"{where}/type", f"several types {kind!r}; the dialect has no unions")
+            self.fail(f"{where}/type", f"several types {kind!r}; list them without null")
         if not isinstance(kind, str) or kind not in _TYPE_KEYWORDS:
             self.fail(f"{where}/type", f"unknown type {kind!r}")
         return str(kind)
@@ -284,11 +574,9 @@ class _Importer:
                 return "number"
             if len(kinds) == 1 and None not in kinds:
                 return str(kinds.pop())
-        for key in ("anyOf", "oneOf", "allOf"):
-            if key in node:
-                self.refuse(node, where, key)
-        raise self.error(where, "has no type; the dialect needs one (string, integer, "
-                         "number, boolean, array or object)")
+            raise self.error(where, "has no type, and its values are of several types or "
+                             "not scalars; the dialect needs one type")
+        return _inferred(node)
 
     def refuse_unknown(self, node: Mapping[str, Any], where: str, allowed: frozenset[str]
                        ) -> None:
@@ -300,8 +588,6 @@ class _Importer:
         if keyword == ECHO_KEYWORD:
             self.fail(f"{where}/{keyword}", "echo applies to top-level string arguments only")
         hint = _HINTS.get(keyword, "it is outside the subset the gate checks")
-        if keyword in ("anyOf", "oneOf") and _has_null_branch(node[keyword]):
-            hint = _NULL_HINT
         self.fail(f"{where}/{_escape(str(keyword))}",
                   f"keyword {keyword!r} is not supported: {hint}")
 
@@ -327,11 +613,72 @@ class _Importer:
             key = exc.field.removeprefix("args.x").removeprefix(".")
             keywords = [keyword for keyword, mapped in _SPEC_KEYS.items()
                         if mapped == key and keyword in node]
+            if key in ("min", "max", "min_exclusive", "max_exclusive") and not keywords:
+                # A bound read from exclusiveMinimum / exclusiveMaximum is named by it.
+                low = key.startswith("min")
+                keywords = ["exclusiveMinimum" if low else "exclusiveMaximum"]
             if key == "echo":
                 keywords = [ECHO_KEYWORD]
             suffix = f"/{keywords[0]}" if keywords else ""
             raise SchemaError(self.source, self.tool, self.base + where + suffix,
                               exc.problem) from exc
+
+
+def open_objects(schema: object) -> tuple[str, ...]:
+    """JSON pointers of the argument objects that ``schema`` leaves open and the gate closes.
+
+    An object that names its keys (and the root, always) without
+    ``additionalProperties: false`` admits other keys in JSON Schema; the gate
+    refuses them (``IMPORT_DIFFERENCES["additionalProperties"]``). A harness reads
+    this to tell "the server's schema allows extra keys" from "the server broke its
+    schema". Every schema in the document is looked at, ``$defs`` included.
+    """
+    found: list[str] = []
+    _walk_open(schema, "", True, found, 0)
+    return tuple(found)
+
+
+def _walk_open(node: object, where: str, root: bool, found: list[str], depth: int) -> None:
+    if depth > _MAX_SCHEMA_DEPTH:
+        return  # deeper than the importer reads: such a schema is refused, not imported
+    if isinstance(node, list):
+        for index, child in enumerate(node):
+            _walk_open(child, f"{where}/{index}", False, found, depth + 1)
+        return
+    if not isinstance(node, Mapping):
+        return
+    names_keys = root or (isinstance(node.get("properties"), Mapping) and bool(node["properties"]))
+    if names_keys and node.get("additionalProperties", True) is True \
+            and node.get("unevaluatedProperties", True) is True:
+        found.append(where)
+    for key, child in node.items():
+        if key in ("properties", "$defs", "definitions", "patternProperties") and \
+                isinstance(child, Mapping):
+            for name, inner in child.items():
+                _walk_open(inner, f"{where}/{key}/{_escape(str(name))}", False, found,
+                           depth + 1)
+        elif key in ("items", "anyOf", "oneOf", "allOf", "prefixItems", "not",
+                     "additionalProperties", "if", "then", "else", "contains"):
+            _walk_open(child, f"{where}/{key}", False, found, depth + 1)
+
+
+def schema_is_open(definition: Any) -> bool:
+    """Whether a ``ToolDefinition``'s input schema admits an argument it does not name."""
+    return bool(open_objects(definition.input_schema))
+
+
+def _inferred(node: Mapping[str, Any]) -> str:
+    """The type of a schema without ``type``, read from the keywords it has.
+
+    ``properties`` makes an object, ``items`` an array, ``pattern`` a string and
+    ``minimum`` a number, stricter than JSON Schema, where a keyword holds for
+    its own type and lets every other pass (``STRICTER_THAN_JSON_SCHEMA``). A
+    schema with none of them takes any value.
+    """
+    for json_type in ("object", "array", "string", "number"):
+        if set(node) & (_TYPE_KEYWORDS[json_type] - {"enum", "const"}):
+            return json_type
+    return "any"
 
 
 def _json_type_of(value: object) -> str | None:
@@ -377,29 +724,38 @@ def from_json_schema(
 ) -> dict[str, Any]:
     """A contract entry from an input schema (and optionally an output schema).
 
-    Accepts the subset ``to_json_schema`` writes: ``type`` (one per schema:
-    string, integer, number, boolean, array, object), ``properties``,
-    ``required``, ``additionalProperties``, ``enum``/``const``, ``minimum``/
-    ``maximum``, ``minLength``/``maxLength``, ``minItems``/``maxItems``,
-    ``pattern``, ``items`` (one schema), ``ECHO_KEYWORD``, local ``$ref`` into
-    ``$defs``, and annotations (``description`` kept; ``title``, ``default``,
-    ``examples`` and the like validate nothing and are passed over). Anything
-    else raises ``SchemaError`` naming the keyword by JSON pointer.
+    Reads, as JSON Schema does: ``type`` (one, or several: a union),
+    ``properties``, ``required``, ``additionalProperties`` (``false``, ``true``
+    or absent), ``enum``/``const``, ``minimum``/``maximum`` and
+    ``exclusiveMinimum``/``exclusiveMaximum`` (numbers, or draft 4's flags),
+    ``minLength``/``maxLength``, ``minItems``/``maxItems``, ``pattern``,
+    ``format`` (``STRING_FORMATS`` checked; any other named in a warning and
+    left unchecked), ``items`` (one schema), ``anyOf``/``oneOf`` (type ``any``
+    with branches; keywords beside them hold in every branch), an ``allOf`` of
+    one schema, ``ECHO_KEYWORD``, local ``$ref`` (a recursive one expanded to
+    ``RECURSION_DEPTH`` levels), and annotations (``description`` kept;
+    ``title``, ``default``, ``examples``, ``contentMediaType`` and the like
+    validate nothing and are passed over). A schema with no type and none of a
+    type's keywords takes any JSON value. Anything else raises ``SchemaError``
+    naming the keyword by JSON pointer; ``IMPORT_DIFFERENCES`` lists where the
+    gate reads a schema otherwise than JSON Schema does.
 
     Null is read only on a property, as the dialect's "not given": ``type:
-    [T, "null"]``, an ``anyOf``/``oneOf`` of one schema and ``{"type":
-    "null"}``, or OpenAPI's ``nullable: true`` make it optional with null
-    allowed, even when ``required`` lists it (OpenAI strict mode's way of
-    saying optional); a property left out of ``required`` that does not admit
-    null becomes ``nullable: False``. An object with ``properties`` is a
-    ``dict`` with named keys (``item``), or a list's items.
+    [T, "null"]``, an ``anyOf``/``oneOf`` with a ``{"type": "null"}`` branch,
+    or OpenAPI's ``nullable: true`` make it optional with null allowed, even
+    when ``required`` lists it (OpenAI strict mode's way of saying optional); a
+    property left out of ``required`` that does not admit null becomes
+    ``nullable: False``. An object with ``properties`` is a ``dict`` with named
+    keys (``item``), or a list's items.
 
     Argument objects are closed whether or not the schema says
-    ``additionalProperties: false``: the gate refuses unnamed arguments. A
-    ``pattern`` keeps JSON Schema's search meaning (see ``gate_pattern``); one
-    RE2 cannot compile (a lookaround, a backreference) raises ``SchemaError``.
-    Without ``output`` the result is only required to be an object. Without
-    ``fn`` the entry's body raises ``NotImplementedError``.
+    ``additionalProperties: false``: the gate refuses unnamed arguments
+    (``open_objects`` says where the schema was open). Returned objects are
+    open, closed in the schema or not. A ``pattern`` keeps JSON Schema's search
+    meaning (see ``gate_pattern``); one RE2 cannot compile (a lookaround, a
+    backreference) raises ``SchemaError``. A returned list may be empty unless
+    ``minItems`` says otherwise. Without ``output`` the result is only required
+    to be an object. Without ``fn`` the entry's body raises ``NotImplementedError``.
     """
     return _entry(_Importer("", name, schema, "", results=False),
                   None if output is None else _Importer("", name, output, "", results=True),

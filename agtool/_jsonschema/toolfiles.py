@@ -35,6 +35,8 @@ class ToolDefinition:
     output_at: str
     #: An MCP tool's ``annotations`` (``readOnlyHint`` and the like); ``None`` when it has none.
     annotations: Mapping[str, Any] | None = None
+    #: An MCP tool's ``execution`` (``taskSupport``); ``None`` when it has none.
+    execution: Mapping[str, Any] | None = None
 
 
 _EMPTY_OBJECT: Mapping[str, Any] = MappingProxyType({"type": "object", "properties": {}})
@@ -44,8 +46,11 @@ _TOOL_KEYS = {
     "openai": frozenset({"name", "description", "parameters", "strict"}),
     "anthropic": frozenset({"name", "description", "input_schema", "type", "cache_control"}),
     "mcp": frozenset({"name", "title", "description", "inputSchema", "outputSchema",
-                      "annotations", "_meta", "icons"}),
+                      "annotations", "_meta", "icons", "execution"}),
 }
+#: How an MCP tool may be called (``execution.taskSupport``): ``required`` means
+#: only as a task, which the gate does not do, so such a tool is not imported.
+_TASK_SUPPORT = ("forbidden", "optional", "required")
 
 
 def read_tools_file(path: str | Path) -> list[ToolDefinition]:
@@ -118,7 +123,21 @@ def _definition(item: object, where: str, source: str) -> ToolDefinition:
                           output_schema=body.get(output_key), input_at=f"{at}/{key}",
                           output_at=f"{at}/{output_key}" if output_key else "",
                           annotations=_annotations(body.get("annotations"), f"{at}/annotations",
-                                                   source, name))
+                                                   source, name),
+                          execution=_execution(body.get("execution"), f"{at}/execution",
+                                               source, name))
+
+
+def _execution(value: object, where: str, source: str, tool: str) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise SchemaError(source, tool, where, "execution must be an object")
+    support = value.get("taskSupport", "forbidden")
+    if support not in _TASK_SUPPORT:
+        raise SchemaError(source, tool, f"{where}/taskSupport", f"must be one of "
+                          f"{list(_TASK_SUPPORT)}, got {support!r}")
+    return value
 
 
 def _format_of(item: Mapping[str, Any], where: str, source: str) -> str:
@@ -207,13 +226,26 @@ def import_tool(definition: ToolDefinition, fn: Callable[..., Any] | None = None
     """One tool's contract entry; ``SchemaError`` if its schemas cannot be enforced exactly.
 
     ``effect`` is as in ``load_tools``' ``effects``; without it the annotations decide.
+    A tool whose ``execution.taskSupport`` is ``required`` answers only as a task
+    (the MCP tasks extension), which the gate does not call: ``SchemaError``.
+    An MCP tool's read is never memoized (``ttl`` 0) unless ``effect`` says
+    ``memo`` (or ``ttl``) seconds: a read-only hint says nothing about whether
+    the same call answers the same later.
     """
+    if (definition.execution or {}).get("taskSupport") == "required":
+        raise SchemaError(source, definition.name, f"{definition.input_at.rsplit('/', 1)[0]}"
+                          f"/execution/taskSupport", "keyword 'taskSupport' is 'required': the "
+                          "tool answers only as a task, which the gate does not call")
     args = _Importer(source, definition.name, definition.input_schema, definition.input_at,
                      results=False)
     returns = None if definition.output_schema is None else _Importer(
         source, definition.name, definition.output_schema, definition.output_at, results=True)
     entry = _entry(args, returns, fn, definition.description)
     entry.update(_effect_keys(definition, effect, source))
+    if "memo" in entry:
+        entry["ttl"] = entry.pop("memo")
+    elif definition.format == "mcp" and entry.get("effect") == "read":
+        entry.setdefault("ttl", 0)  # someone else's server: remembered only when told to
     try:
         parse_entry(definition.name, entry)  # an override's key_args or ttl is checked here
     except SchemaError:
@@ -243,7 +275,9 @@ IMPORTED_EFFECTS: Mapping[str, str] = MappingProxyType({
 _HINTS_KNOWN = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 #: Where an open-world read's output comes from, in the model's answer.
 OPEN_WORLD_SOURCE = "open_world"
-_EFFECT_KEYS = frozenset({"effect", "risk", "key_args", "timeout", "ttl", "source", "trust"})
+#: ``memo`` is ``ttl`` under the name the proxy's ``--memo`` gives it.
+_EFFECT_KEYS = frozenset({"effect", "risk", "key_args", "timeout", "ttl", "memo", "source",
+                          "trust"})
 _imports_log = logging.getLogger("agtool")
 
 
@@ -262,7 +296,11 @@ def _annotations(value: object, where: str, source: str, tool: str) -> Mapping[s
 def _effect_keys(definition: ToolDefinition, effect: str | Mapping[str, Any] | None,
                  source: str) -> dict[str, Any]:
     if effect is not None:
-        return _override(definition.name, effect, source)
+        keys = _override(definition.name, effect, source)
+        if "effect" in keys or "risk" in keys:
+            return keys
+        # Only a memo, a timeout, a source: the annotations still say what the tool does.
+        return {**_effect_keys(definition, None, source), **keys}
     hints = definition.annotations or {}
     open_world = hints.get("openWorldHint", True)
     if hints.get("readOnlyHint") is True:
@@ -295,4 +333,7 @@ def _override(tool: str, effect: str | Mapping[str, Any], source: str) -> dict[s
     if not isinstance(effect, Mapping) or not set(effect) <= _EFFECT_KEYS:
         raise SchemaError(source, tool, "", f"effects[{tool!r}] must be a str or a mapping of "
                           f"the entry keys {sorted(_EFFECT_KEYS)}")
+    if "memo" in effect and "ttl" in effect:
+        raise SchemaError(source, tool, "", f"effects[{tool!r}] names memo and ttl: they are "
+                          f"one key")
     return dict(effect)

@@ -205,7 +205,7 @@ async def aproxy(command: Sequence[str] = (), *, url: str | None = None,
                  records: RecordSink | None = None, store: WriteStore | str | None = None,
                  timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
                  name: str = "agtool-proxy", http: HttpOptions | None = None,
-                 rates: Rates | None = None) -> None:
+                 rates: Rates | None = None, memo: Mapping[str, float] | None = None) -> None:
     """Serve the tools of an MCP server through a gate, over stdio (or streamable HTTP with
     ``http``, behind the door of ``aserve_http``), until the client leaves.
 
@@ -222,15 +222,19 @@ async def aproxy(command: Sequence[str] = (), *, url: str | None = None,
     unanswered after ``timeout`` seconds is answered an error. A lost upstream
     is restarted at most ``restarts`` times a minute. An upstream that does
     not start or list its tools raises ``UpstreamUnavailable`` before anything
-    is served, and one lost for good raises it then.
+    is served, and one lost for good raises it then. No upstream read is
+    remembered unless ``memo`` names it with its seconds, and any write through
+    the proxy forgets every remembered read.
     """
     if http is not None:
         check_binding(http)  # before the upstream is started
     async with Upstream(command, url=url, env=env, restarts=restarts) as upstream:
-        served = Served(upstream, trust_tools, effects or {}, sensitive or {}, timeout, pins)
+        served = Served(upstream, trust_tools, effects or {}, sensitive or {}, timeout, pins,
+                        memo=memo or {})
         served.admit(upstream.listed)
         upstream.on_listing = served.admit
         gate = Gate(served.table, scope=scope, records=records, store=store)
+        served.forget = gate.clear
         mcp_server = proxy_server(upstream, gate, served, name=name, timeout=timeout)
         if rates is not None:
             mcp_server.middleware.append(RateMiddleware(rates))

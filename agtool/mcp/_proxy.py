@@ -39,7 +39,7 @@ import anyio.lowlevel
 import mcp.types as types
 from mcp.server.lowlevel import Server
 
-from .._errors import SchemaError
+from .._errors import ContractError, SchemaError
 from .._gate import Gate
 from .._jsonschema import import_tool, tool_definition
 from .._reasons import SHOWN_CHARS, shown
@@ -63,7 +63,8 @@ _log = logging.getLogger("agtool")
 DEFAULT_UPSTREAM_TIMEOUT = 60.0
 # What an MCP tool listing may carry that the importer reads; the rest
 # (``execution``, ``icons``, ``_meta``) validates nothing.
-_LISTED_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+_LISTED_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations",
+                "execution")
 _cause = cause_of  # the name agtool._mcp_check imports
 
 
@@ -83,6 +84,11 @@ class Served:
     sensitive: Mapping[str, Collection[str]] = field(default_factory=dict)
     timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT
     pins: str | None = None
+    #: Seconds each named read is remembered (``--memo NAME=SECONDS``); no other is.
+    memo: Mapping[str, float] = field(default_factory=dict)
+    #: Called before and after each gated write: the gate forgets what it remembered of the
+    #: upstream's reads (``aproxy`` sets it to ``Gate.clear``).
+    forget: Callable[[], None] = field(default=lambda: None)
     #: The gate's record sink, for the passed-through calls (``proxy_server`` sets it).
     records: Any = None
     table: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -96,7 +102,7 @@ class Served:
         """Decide, for this listing, what is served; the first call also checks option names."""
         first = self._at_start is None
         if first:
-            _check_named(listed, self.trust_tools, self.effects, self.sensitive)
+            _check_named(listed, self.trust_tools, self.effects, self.sensitive, self.memo)
         hidden = self._unpinned(listed)
         table: dict[str, dict[str, Any]] = {}
         forwarded: dict[str, tuple[types.Tool, Forward]] = {}
@@ -112,8 +118,8 @@ class Served:
             try:
                 admitted = kept if kept is not None else self._imported(tool, index, name)
             except SchemaError as exc:
-                hidden[tool.name] = (f"its schema cannot be enforced ({exc}); name it with "
-                                     f"--trust-tool to pass it through ungated")
+                hidden[tool.name] = (f"keyword {_keyword_of(exc)!r} cannot be enforced ({exc}); "
+                                     f"name it with --trust-tool to pass it through ungated")
                 continue
             (forwarded if isinstance(admitted, tuple) else table)[name] = admitted  # type: ignore[assignment]
             digests[name] = digest
@@ -152,8 +158,27 @@ class Served:
             _log.warning("tool %r is passed through ungated (--trust-tool): its arguments are "
                          "not checked, its writes not keyed", name)
             return tool.model_copy(update={"name": name}), self._forward(tool.name)
-        return _gated_entry(self.upstream, tool, index, self.effects.get(tool.name),
-                            self.sensitive.get(tool.name, ()), self.timeout)
+        entry = _gated_entry(self.upstream, tool, index, self.effects.get(tool.name),
+                             self.sensitive.get(tool.name, ()), self.timeout)
+        _remember_for(entry, tool.name, self.memo.get(tool.name))
+        if entry.get("effect") == "write":
+            entry["fn"] = self._forgetting(entry["fn"])
+        return entry
+
+    def _forgetting(self, body: Any) -> Any:
+        """``body`` (a write's), forgetting every remembered read before and after it runs.
+
+        After, even when it fails: a write that timed out may have happened all the same.
+        """
+        async def write_upstream(**arguments: Any) -> Any:
+            self.forget()
+            try:
+                return await body(**arguments)
+            finally:
+                self.forget()
+
+        write_upstream.__name__ = body.__name__
+        return write_upstream
 
     def _forward(self, upstream_name: str) -> Forward:
         async def forward(served_name: str, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -184,10 +209,11 @@ def _replace(live: dict[str, Any], new: Mapping[str, Any]) -> None:
 
 
 def _check_named(listed: Sequence[types.Tool], trust_tools: Collection[str],
-                 effects: Mapping[str, Any], sensitive: Mapping[str, Any]) -> None:
+                 effects: Mapping[str, Any], sensitive: Mapping[str, Any],
+                 memo: Mapping[str, Any]) -> None:
     names = {tool.name for tool in listed}
     for label, given in (("--trust-tool", trust_tools), ("--effect", effects),
-                         ("--sensitive", sensitive)):
+                         ("--sensitive", sensitive), ("--memo", memo)):
         for name in given:
             if name not in names:
                 raise SchemaError("upstream", name, "", f"is named by {label} but the upstream "
@@ -220,6 +246,7 @@ def gated_table(upstream: Upstream, listed: Sequence[types.Tool], *,
                 effects: Mapping[str, str | Mapping[str, Any]] | None = None,
                 sensitive: Mapping[str, Collection[str]] | None = None,
                 timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
+                memo: Mapping[str, float] | None = None,
                 ) -> tuple[dict[str, dict[str, Any]], dict[str, types.Tool]]:
     """The contract table of the upstream's tools, and the tools passed through ungated.
 
@@ -228,9 +255,26 @@ def gated_table(upstream: Upstream, listed: Sequence[types.Tool], *,
     gets ``timeout`` (seconds) unless its ``effects`` entry sets one. One
     listing, decided as ``Served.admit`` decides it.
     """
-    served = Served(upstream, trust_tools, effects or {}, sensitive or {}, timeout)
+    served = Served(upstream, trust_tools, effects or {}, sensitive or {}, timeout,
+                    memo=memo or {})
     served.admit(listed)
     return dict(served.table), {name: tool for name, (tool, _) in served.forwarded.items()}
+
+
+def _keyword_of(exc: SchemaError) -> str:
+    """The keyword a refusal names: the last step of its JSON pointer."""
+    step = exc.field.rsplit("/", 1)[-1]
+    return step.replace("~1", "/").replace("~0", "~") or "(schema)"
+
+
+def _remember_for(entry: dict[str, Any], tool: str, seconds: float | None) -> None:
+    if seconds is None:
+        return
+    if entry.get("effect") != "read":
+        # Not a SchemaError, which would hide the tool: the operator's mistake, said at once.
+        raise ContractError(tool, "--memo", "names a tool that writes: a write is never "
+                            "remembered (--effect NAME=read if it only reads)")
+    entry["ttl"] = seconds
 
 
 def _mark_sensitive(entry: dict[str, Any], tool: str, fields: Collection[str]) -> None:

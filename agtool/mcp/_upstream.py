@@ -400,14 +400,20 @@ def text_of(result: types.CallToolResult) -> str:
 
 
 def value_of(result: types.CallToolResult) -> Any:
-    """The result as the gate checks it: structured content, or the JSON its text holds."""
+    """The result as the gate checks it: structured content, or the object its text holds.
+
+    Text that is not a JSON object (``[]`` from a query with no rows, a number,
+    prose) is ``{"text": text}``: a tool without ``outputSchema`` promises no
+    shape, so any text is its answer, and one with an object schema must send it.
+    """
     if result.structured_content is not None:
         return result.structured_content
     text = text_of(result)
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError:
-        return {"text": text}  # the gate refuses it unless the contract asks for an object
+        return {"text": text}
+    return value if isinstance(value, dict) else {"text": text}
 
 
 def _children() -> set[int]:

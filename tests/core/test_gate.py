@@ -65,6 +65,8 @@ PROBE_ARGS: dict[str, Any] = {
     "opts": {"type": "dict", "required": False},
     "rows": {"type": "list", "required": False,
              "item": {"store": {"type": "str"}, "count": {"type": "int", "min": 0}}},
+    "day": {"type": "str", "required": False, "format": "date"},
+    "share": {"type": "float", "required": False, "min": 0, "min_exclusive": True},
 }
 PROBE_VALID: dict[str, Any] = {"code": "A100", "region": "north", "limit": 2}
 _DROP = object()
@@ -119,6 +121,8 @@ ARG_DEFECTS = [
                  id="item-bool-for-int-reported-on-arg"),
     pytest.param("type", "opts", [("k", "v")], id="type-pairs-for-dict"),
     pytest.param("type", "tags", ("a",), id="type-tuple-for-list"),
+    pytest.param("format", "day", "2026-02-30", id="format-date-no-calendar-has"),
+    pytest.param("min", "share", 0, id="min-exclusive-refuses-the-bound"),
 ]
 
 
@@ -612,9 +616,9 @@ def test_parse_reason_splits_stage_check_and_arg(error: str, parts: tuple[str, s
 
 
 def test_reason_vocabulary_is_the_spec() -> None:
-    """The vocabulary holds exactly the reasons the dialect names, plus echo."""
+    """The vocabulary holds exactly the reasons the dialect names, plus echo and format."""
     assert set(ARG_CHECKS) == {"missing", "unexpected", "type", "allowed", "min", "max",
-                               "min_len", "max_len", "pattern", "echo"}
+                               "min_len", "max_len", "pattern", "format", "echo"}
     assert set(ARG_REASONS) == {"unknown_tool", "not_object", "bad_contract"}
     assert set(RESULT_CHECKS) == {"shape", "empty", "too_big", "range"}
     assert set(STAGES) == {"args", "result", "raised", "auth", "write", "timeout", "upstream",

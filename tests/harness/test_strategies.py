@@ -57,13 +57,14 @@ _STRICT_TYPES = Draft202012Validator.TYPE_CHECKER.redefine_many({
     "array": lambda _, value: isinstance(value, list),
     "object": lambda _, value: isinstance(value, dict),
 })
-Strict = validators.extend(Draft202012Validator, type_checker=_STRICT_TYPES)
+Strict = validators.extend(Draft202012Validator, type_checker=_STRICT_TYPES,
+                           format_checker=Draft202012Validator.FORMAT_CHECKER)
 _JSON_TYPE = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
               "list": "array", "dict": "object"}
 _ARG_CHECK = {"type": "type", "required": "missing", "additionalProperties": "unexpected",
               "enum": "allowed", "minimum": "min", "maximum": "max", "minLength": "min_len",
               "minItems": "min_len", "maxLength": "max_len", "maxItems": "max_len",
-              "pattern": "pattern"}
+              "pattern": "pattern", "format": "format"}
 
 
 def spec_schema(spec: Spec, results: bool, top: bool = False,
@@ -94,6 +95,8 @@ def spec_schema(spec: Spec, results: bool, top: bool = False,
         schema[high_key] = spec.max_len
     if spec.pattern is not None:
         schema["pattern"] = rf"\A(?:{spec.pattern})\Z"  # the gate matches the whole string
+    if spec.format is not None:
+        schema["format"] = spec.format  # jsonschema's checker, format-nongpl
     if isinstance(spec.item, Spec):
         schema["items"] = spec_schema(spec.item, results)
     elif spec.item is not None:
@@ -133,7 +136,8 @@ def _validator(key: int, table: Mapping[str, Any], name: str, which: str) -> Any
         Strict.check_schema(schema)
         if len(_VALIDATORS) > 256:
             _VALIDATORS.clear()
-        found = _VALIDATORS[(key, name, which)] = (table, Strict(schema))
+        found = _VALIDATORS[(key, name, which)] = (
+            table, Strict(schema, format_checker=Strict.FORMAT_CHECKER))
     return found[1]
 
 

@@ -320,10 +320,9 @@ def test_the_proxy_refuses_what_the_lax_server_would_coerce_or_drop(tmp_path: Pa
     assert lax_runs(tmp_path) == [{"tool": "count_items", "limit": 2, "region": "seoul"},
                                   {"tool": "count_items", "limit": 2, "region": "busan"}]
     names = [tool.name for tool in listed.tools]
-    # days_until's format is unenforceable
+    # days_until's `not` is unenforceable (its format: date alone would be enforced)
     assert names == ["count_items", "stock_level", "delete_everything"]
-    assert "'days_until' is hidden" in err
-    assert "format" in err
+    assert "'days_until' is hidden: keyword 'not'" in err
     assert "'delete_everything' does not say it is read-only" in err
     records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert [record["reason"] for record in records] == [
@@ -464,3 +463,104 @@ def test_the_proxy_in_process_gates_the_lax_server(tmp_path: Path,
     assert [(record.tool, record.ok, record.reason) for record in records] == [
         ("count_items", False, "args:type:limit"), ("count_items", False, "args:unexpected:bogus"),
         ("count_items", True, ""), ("days_until", True, "ungated")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("options", "runs"), [
+    # No memo by default: a read-only hint says nothing of whether the answer stays.
+    ((), 3),
+    # --memo opts a read in: the repeat is answered from the memo, the body runs once...
+    (("--memo", "count_items=60"), 1),
+    # ...until a write through the proxy forgets every read of that upstream.
+    (("--memo", "count_items=60", "--effect", "delete_everything=reversible_write",
+      "--scope", "reversible_write", "--scope", "read_public", "--write"), 2),
+])
+def test_the_proxy_remembers_a_read_only_when_told_and_a_write_forgets_it(
+        tmp_path: Path, options: tuple[str, ...], runs: int) -> None:
+    """Three equal reads run the upstream body 3 times, once with --memo, twice across a write."""
+    write = "--write" in options
+    calls: list[tuple[str, dict[str, Any]]] = [("count_items", {"limit": 2}),
+                                               ("count_items", {"limit": 2})]
+    if write:
+        calls.insert(1, ("delete_everything", {"confirm": True}))
+    else:
+        calls.append(("count_items", {"limit": 2}))
+    _, results, _ = proxy_scenario(tmp_path, *[option for option in options
+                                               if option != "--write"], calls=calls)
+    assert all(not result.is_error for result in results), results
+    counted = [run for run in lax_runs(tmp_path) if run["tool"] == "count_items"]
+    assert len(counted) == runs
+
+
+# --- The proxy's decisions on an imported listing, in process (no upstream is started) -----------
+
+def _listed_tools() -> list[Any]:
+    import mcp.types as types
+
+    closed = {"type": "object", "properties": {"content": {"type": "string"}},
+              "required": ["content"], "additionalProperties": False}
+    return [
+        types.Tool(name="read_text", input_schema={"type": "object", "properties": {
+            "path": {"type": "string"}, "head": {"type": "number", "exclusiveMinimum": 0}},
+            "required": ["path"]}, output_schema=closed,
+            annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False)),
+        types.Tool(name="odd", input_schema={"type": "object", "properties": {
+            "n": {"type": "integer", "not": {"const": 3}}}},
+            annotations=types.ToolAnnotations(read_only_hint=True)),
+        types.Tool(name="slow", input_schema={"type": "object"},
+                   execution=types.ToolExecution(task_support="required"),
+                   annotations=types.ToolAnnotations(read_only_hint=True)),
+        types.Tool(name="save", input_schema={"type": "object", "properties": {
+            "text": {"type": "string"}}, "required": ["text"]},
+            annotations=types.ToolAnnotations(destructive_hint=False, open_world_hint=False)),
+    ]
+
+
+def test_the_proxy_serves_what_it_can_enforce_and_names_the_keyword_of_what_it_hides(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Closed outputs and exclusive bounds are served; `not` and a task-only tool are hidden."""
+    from agtool.mcp._proxy import Upstream, gated_table
+
+    upstream = Upstream(["never-started"])
+    with caplog.at_level("WARNING", logger="agtool"):
+        table, passed = gated_table(upstream, _listed_tools(), trust_tools={"odd"},
+                                    memo={"read_text": 30})
+    assert sorted(table) == ["read_text", "save"]
+    assert list(passed) == ["odd"]
+    assert "tool 'slow' is hidden: keyword 'taskSupport' cannot be enforced" in caplog.text
+    assert table["read_text"]["ttl"] == 30  # --memo opted it in
+    assert table["save"]["fn"].__name__ == "upstream_save"
+    with caplog.at_level("WARNING", logger="agtool"):
+        gated_table(upstream, _listed_tools())
+    assert "tool 'odd' is hidden: keyword 'not' cannot be enforced" in caplog.text
+
+
+def test_an_upstream_read_is_not_remembered_unless_named_and_a_write_cannot_be() -> None:
+    """No --memo: ttl 0 for every read; --memo on a write is refused, naming the flag."""
+    from agtool._jsonschema import SchemaError
+    from agtool.mcp._proxy import Upstream, gated_table
+
+    upstream = Upstream(["never-started"])
+    table, _ = gated_table(upstream, _listed_tools())
+    assert table["read_text"]["ttl"] == 0
+    with pytest.raises(SchemaError, match="--memo names a tool that writes"):
+        gated_table(upstream, _listed_tools(), memo={"save": 10})
+    with pytest.raises(SchemaError, match="is named by --memo"):
+        gated_table(upstream, _listed_tools(), memo={"nothing": 10})
+
+
+def test_a_write_through_the_proxy_forgets_before_and_after_even_when_it_fails() -> None:
+    """The write body calls Upstream.forget on both sides, and after a failure too."""
+    from agtool.mcp._proxy import Upstream
+
+    upstream = Upstream(["never-started"])
+    seen: list[str] = []
+    upstream.forget = lambda: seen.append("forget")
+
+    async def body(**arguments: Any) -> Any:
+        seen.append("write")
+        raise ConnectionError("the upstream went away")
+
+    with pytest.raises(ConnectionError):
+        anyio.run(lambda: upstream.forgetting(body)(text="x"))
+    assert seen == ["forget", "write", "forget"]

@@ -4,7 +4,7 @@ The refused property re-checks each example with it, so that an example the
 harness calls "one defect" is one defect to a validator that shares no code
 with the gate's checks. The validator reads the schema as the gate does only
 where ``agtool.STRICTER_THAN_JSON_SCHEMA`` lists a difference (integers,
-numbers, patterns); nothing else is adjusted.
+numbers, patterns, formats); nothing else is adjusted.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError, validators
 
+from ..._formats import STRING_FORMATS
 from ..._jsonschema import STRICTER_THAN_JSON_SCHEMA
 
 __all__ = ["defect_count"]
@@ -32,9 +33,16 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: Any
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
+def _format(validator: Any, name: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    # The formats the gate checks, as it checks them; any other is an annotation, as in 2020-12.
+    if validator.is_type(instance, "string") and name in STRING_FORMATS and not _accepts(
+            "format")(name, instance):
+        yield ValidationError(f"{instance!r} is not a {name!r}")
+
+
 _GateReading = validators.extend(
     Draft202012Validator,
-    validators={"pattern": _pattern},
+    validators={"pattern": _pattern, "format": _format},
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many({
         "integer": lambda checker, instance: _accepts("integer")(instance),
         "number": lambda checker, instance: _accepts("number")(instance),

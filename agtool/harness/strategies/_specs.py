@@ -29,8 +29,10 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from ..._contract import Spec
+from ..._compile import compile_union
+from ..._contract import Spec, is_value_of, scalar_problem
 from ..._patterns import fullmatcher
+from ._formats import format_text
 
 __all__ = [
     "ITEM",
@@ -69,6 +71,7 @@ RESULT_KIND = {
     "min_len": "range",
     "max_len": "too_big",
     "empty": "empty",
+    "format": "shape",
 }
 # Strings tried, at each length a spec allows, to find ones a pattern refuses.
 _PROBE_CHARS = " !0aA_.-Zz9\n\u00e9"
@@ -111,8 +114,21 @@ def show_path(arg: str, path: Path) -> str:
 
 
 def _int_range(spec: Spec) -> tuple[int | None, int | None]:
-    low = None if spec.min is None else math.ceil(spec.min)
-    high = None if spec.max is None else math.floor(spec.max)
+    # An exclusive bound is refused itself: the first int past it is the nearest one kept.
+    low = None if spec.min is None else (
+        math.floor(spec.min) + 1 if spec.min_exclusive else math.ceil(spec.min))
+    high = None if spec.max is None else (
+        math.ceil(spec.max) - 1 if spec.max_exclusive else math.floor(spec.max))
+    return low, high
+
+
+def _float_range(spec: Spec) -> tuple[float | None, float | None]:
+    """The bounds a float keeps: an exclusive one moved one float inwards."""
+    low, high = spec.min, spec.max
+    if low is not None and spec.min_exclusive:
+        low = math.nextafter(float(low), math.inf) if float(low) >= low else float(low)
+    if high is not None and spec.max_exclusive:
+        high = math.nextafter(float(high), -math.inf) if float(high) <= high else float(high)
     return low, high
 
 
@@ -141,6 +157,8 @@ def satisfiable(spec: Spec, *, results: bool = False, top: bool = False) -> bool
         return low == 0 or _item_satisfiable(spec.item, results)
     if spec.type == "dict":
         return _item_satisfiable(spec.item, results)
+    if spec.type == "any" and spec.branches is not None:
+        return any(satisfiable(branch, results=results) for branch in spec.branches)
     return True
 
 
@@ -178,13 +196,15 @@ def valid_value(spec: Spec, *, results: bool = False, top: bool = False) -> st.S
     if spec.type == "int":
         return st.integers(*_int_range(spec))
     if spec.type == "float":
-        return _numbers_between(spec.min, spec.max)
+        return _numbers_between(*_float_range(spec))
     if spec.type == "bool":
         return st.booleans()
     if spec.type == "str":
         return _valid_text(spec)
     if spec.type == "list":
         return _valid_list(spec, results, top)
+    if spec.type == "any":
+        return _valid_any(spec, results)
     if isinstance(spec.item, Mapping):
         return valid_object(spec.item, results=results)
     return st.dictionaries(st.text(max_size=6), json_values(), max_size=3)
@@ -238,7 +258,24 @@ def _numbers_between(low: float | None, high: float | None) -> st.SearchStrategy
     return st.one_of(numbers)
 
 
+def _valid_any(spec: Spec, results: bool) -> st.SearchStrategy[Any]:
+    """A value of type ``any``: a JSON value but null, or one keeping its union's branches."""
+    if spec.branches is None:
+        return json_values().filter(lambda value: value is not None)
+    drawn = st.one_of([valid_value(branch, results=results) for branch in spec.branches
+                       if satisfiable(branch, results=results)])
+    if not spec.one_of:
+        return drawn
+    # oneOf: a value two branches keep is refused (1.0 counts as an integer, as in JSON
+    # Schema), so only values the union's own check keeps.
+    keeps = compile_union(spec, results)
+    return drawn.filter(lambda value: keeps(value)[0] is None)
+
+
 def _valid_text(spec: Spec) -> st.SearchStrategy[str]:
+    if spec.format is not None:
+        # A format is its own language: drawn from it, kept where the other bounds hold too.
+        return format_text(spec.format).filter(lambda text: scalar_problem(spec, text) == "")
     low, high = spec.min_len or 0, spec.max_len
     if spec.pattern is None:
         return st.text(min_size=low, max_size=_high(low, high))
@@ -365,6 +402,8 @@ def value_sites(spec: Spec, results: bool, top: bool) -> list[tuple[str, Path]]:
         sites += _length_sites(spec, results, top)
     if spec.pattern is not None and _probes(spec.pattern, spec.min_len, spec.max_len):
         sites.append(("pattern", ()))
+    if spec.format is not None and _format_probes(spec):
+        sites.append(("format", ()))
     if spec.type == "dict" and isinstance(spec.item, Mapping):
         # The dict's own type site is the one above; the rest are its keys'.
         sites += [site for site in object_sites(spec.item, results=results, top=False)
@@ -420,6 +459,19 @@ def _probes(pattern: str, min_len: int | None, max_len: int | None) -> tuple[str
     matches = fullmatcher(pattern)  # the gate's reading, not Python's
     return tuple(char * length for length in range(low, high + 1) for char in _PROBE_CHARS
                  if matches(char * length) is None)
+
+
+#: Strings tried to find ones that keep a spec's other bounds and break its format.
+_FORMAT_PROBES = ("", "x", "not a value of this format", "2021-02-30", "25:00:00Z", "@",
+                  "kim@", "http//", "1234", "256.1.1.1", "1:2:3", "-host-", "a" * 70)
+
+
+def _format_probes(spec: Spec) -> tuple[str, ...]:
+    """Fixed strings the format refuses and every other bound keeps (maybe none)."""
+    low = spec.min_len or 0
+    padded = [probe.ljust(low, "x") for probe in _FORMAT_PROBES]
+    return tuple(probe for probe in dict.fromkeys(padded)
+                 if scalar_problem(spec, probe) == "format")
 
 
 # --- values wrong in exactly one way -------------------------------------------------------------
@@ -554,9 +606,30 @@ def _wrong_type(spec: Spec, results: bool, top: bool) -> st.SearchStrategy[Bad]:
             ("null for dict", st.none()),
         ],
     }
+    options["any"] = _wrong_for_any(spec)
     # Null for a key that reads it as "not given" is no defect, so never drawn as one.
     return st.one_of([_labelled(how, values) for how, values in options[spec.type]
                       if not (spec.null_is_absent and how.startswith("null"))])
+
+
+def _wrong_for_any(spec: Spec) -> list[tuple[str, st.SearchStrategy[Any]]]:
+    """Values no branch of a union takes: null, a non-finite float, a tuple, a missing type."""
+    options: list[tuple[str, st.SearchStrategy[Any]]] = [
+        ("null for any", st.none()),
+        ("non-finite float", st.sampled_from([math.nan, math.inf, -math.inf])),
+        ("tuple for any", st.tuples(_some_ints())),
+    ]
+    if spec.branches is None:
+        return options
+    samples: dict[str, tuple[Any, st.SearchStrategy[Any]]] = {
+        "bool": (True, st.booleans()), "str": ("a", st.text(max_size=4)),
+        "int": (1, _some_ints()), "float": (0.5, st.floats(-1e6, 1e6)),
+        "list": ([], st.lists(_some_ints(), max_size=2)),
+        "dict": ({}, st.dictionaries(st.text(max_size=3), _some_ints(), max_size=2))}
+    for type_name, (sample, values) in samples.items():
+        if not any(is_value_of(branch.type, sample) for branch in spec.branches):
+            options.append((f"{type_name} for a union", values))
+    return options
 
 
 @_memoized
@@ -696,7 +769,16 @@ def _mismatch(draw: st.DrawFn, spec: Spec, results: bool, top: bool) -> Bad:
     return text, "breaks the pattern"
 
 
+def _unformatted(spec: Spec, results: bool, top: bool) -> st.SearchStrategy[Bad]:
+    probes = _format_probes(spec)
+    if not probes:
+        raise InvalidArgument(f"no string keeps the spec's other bounds and breaks format "
+                              f"{spec.format!r}")
+    return _labelled(f"not a {spec.format}", st.sampled_from(probes))
+
+
 _BAD: dict[str, Callable[[Spec, bool, bool], st.SearchStrategy[Bad]]] = {
+    "format": _unformatted,
     "type": _wrong_type,
     "allowed": _outside_allowed,
     "min": _below,
