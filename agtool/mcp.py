@@ -75,7 +75,17 @@ def _gate_of(gate_or_table: Gate | Mapping[str, Mapping[str, Any]],
             raise TypeError(f"gate options {sorted(options)} are for a table; this gate has its "
                             f"own")
         return gate_or_table
-    return Gate(gate_or_table, **options)
+    return _traced(Gate(gate_or_table, **options))
+
+
+def _traced(gate: Gate) -> Gate:
+    """A gate made here, traced when OpenTelemetry is configured (a gate passed in is the
+    caller's to instrument). The MCP SDK needs opentelemetry-api, so agtool.otel imports;
+    named absolutely, it imports the same from wherever this module lives."""
+    from agtool.otel import instrument
+
+    instrument(gate)
+    return gate
 
 
 def server(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *, name: str = "agtool",
@@ -138,7 +148,7 @@ async def aproxy(command: Sequence[str], *, scope: Collection[str] = DEFAULT_SCO
     async with Upstream(command) as upstream:
         table, passed = gated_table(upstream, await upstream.tools(), trust_tools=trust_tools,
                                     effects=effects, sensitive=sensitive, timeout=timeout)
-        gate = Gate(table, scope=scope, records=records, store=store)
+        gate = _traced(Gate(table, scope=scope, records=records, store=store))
         await aserve_stdio(proxy_server(upstream, gate, passed, name=name, timeout=timeout))
 
 
