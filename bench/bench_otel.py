@@ -231,11 +231,16 @@ def render(figures: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: The command line's switches, each off unless given.
+FLAGS = {"--quick": "a run of a few seconds", "--json": "print the figures as JSON",
+         "--strict": "exit 1 if the no-provider target fails"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Command-line entry; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="a run of a few seconds")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--strict", action="store_true", help="exit 1 if the target fails")
+    for flag, meaning in FLAGS.items():
+        parser.add_argument(flag, action="store_true", help=meaning)
     options = parser.parse_args(argv)
     figures = measure(quick=options.quick)
     print(json.dumps(figures, indent=2) if options.json else render(figures))
