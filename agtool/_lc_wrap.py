@@ -107,10 +107,15 @@ class _Bodies(Mapping[str, Mapping[str, Any]]):
 
 def _shadow(gate: Gate) -> Gate:
     """A gate over ``gate``'s table whose bodies are the agent's tools, sharing its
-    scope, write store, records and memo settings."""
-    return Gate(_Bodies(gate.table), scope=gate.scope, store=gate.store, records=gate.records,
-                pending_wait=gate.pending_wait, memo_size=gate.cache.size,
-                memo_ttl=gate.memo_ttl, clock=gate.cache.clock)
+    scope, write store, records, memo settings and tracing."""
+    shadow = Gate(_Bodies(gate.table), scope=gate.scope, store=gate.store,
+                  records=gate.records, pending_wait=gate.pending_wait,
+                  memo_size=gate.cache.size, memo_ttl=gate.memo_ttl, clock=gate.cache.clock)
+    # A gate agtool.otel traces has a sink that traces a gate made with it alike.
+    trace_copy = getattr(gate.records, "trace_copy", None)
+    if trace_copy is not None:
+        trace_copy(shadow)
+    return shadow
 
 
 def result_value(result: object) -> Any:

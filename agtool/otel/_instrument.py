@@ -99,11 +99,15 @@ def instrument(gate: Gate, *, tracer_provider: TracerProvider | None = None,
     meter_provider = meter_provider or _set_or_none(metrics.get_meter_provider())
     if tracer_provider is None and meter_provider is None:
         return False
-    tracing = _Tracing(gate, tracer_provider, meter_provider, capture_content)
+    _install(_Tracing(gate, tracer_provider, meter_provider, capture_content))
+    return True
+
+
+def _install(tracing: _Tracing) -> None:
+    gate = tracing.gate
     for method in CALL_METHODS:
         setattr(gate, method, tracing.wrapped(method, getattr(gate, method)))
     gate.records = _Sink(tracing, gate.records)
-    return True
 
 
 def uninstrument(gate: Gate) -> None:
@@ -148,6 +152,15 @@ class _Sink:
         if self.previous is not None:
             self.previous(record)
 
+    def trace_copy(self, copy: Gate) -> None:
+        """Instrument ``copy``, a gate made with this sink (the LangChain middleware's gate
+        over the agent's own tools), as this sink's gate is: its calls get spans of their own
+        instead of spans made after the fact."""
+        copy.records = self.previous
+        tracing = self.tracing
+        _install(_Tracing(copy, tracing.tracer_provider, tracing.meter_provider,
+                          tracing.capture))
+
 
 class _Tracing:
     """The tracer, the instruments and the gate one instrumentation serves."""
@@ -157,6 +170,8 @@ class _Tracing:
         self.gate = gate
         self.prefix: str = gate._id_prefix  # every request id of this gate starts so
         self.capture = capture_content
+        self.tracer_provider = tracer_provider
+        self.meter_provider = meter_provider
         self.tracer = (trace.get_tracer(_SCOPE, __version__, tracer_provider)
                        if tracer_provider is not None else None)
         meter = (meter_provider.get_meter(_SCOPE, __version__)
