@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from opentelemetry import metrics
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, use_span
 
@@ -25,15 +24,6 @@ ORDER_ARGS: dict[str, Any] = {"order": {"type": "str", "min_len": 1},
 ORDER_RETURNS: dict[str, Any] = {"order": {"type": "str"}, "status": {"type": "str"}}
 WRITE_SCOPE = frozenset({"read_public", "reversible_write"})
 ARGS = {"order": "A-1", "qty": 1}
-
-
-@pytest.fixture
-def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
 
 
 def raises(exc: BaseException) -> Callable[..., Any]:

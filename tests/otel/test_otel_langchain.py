@@ -8,7 +8,6 @@ model's call id, and the tool's own work nests under it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +15,6 @@ from _fake_chat import ScriptedChat, call, turn
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agtool import Gate
@@ -26,15 +24,6 @@ from agtool.otel import instrument
 SEARCH_ARGS = {"status": {"type": "str", "allowed": ["open", "closed"]},
                "limit": {"type": "int", "min": 1, "max": 20}}
 SEARCH_RETURNS = {"tickets": {"type": "list", "item": {"type": "str"}}}
-
-
-@pytest.fixture
-def traced() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
 
 
 def tool_spans(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
@@ -50,11 +39,11 @@ def model() -> ScriptedChat:
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 def test_middleware_over_the_agents_own_tools_gives_one_span_per_tool_call(
-        traced: tuple[TracerProvider, InMemorySpanExporter], asynchronous: bool) -> None:
+        spans: tuple[TracerProvider, InMemorySpanExporter], asynchronous: bool) -> None:
     """``GateMiddleware`` of an instrumented gate: the good and the refused parallel call are
     a span each, by the model's call id; the agent's tool's own span is a child of its call's;
     the refused call ran nothing."""
-    provider, exporter = traced
+    provider, exporter = spans
     runs: list[str] = []
 
     @tool
@@ -84,9 +73,9 @@ def test_middleware_over_the_agents_own_tools_gives_one_span_per_tool_call(
 
 
 def test_gated_tools_give_one_span_per_tool_call(
-        traced: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+        spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     """``gated_tools`` of an instrumented gate: a span per model call, by its call id."""
-    provider, exporter = traced
+    provider, exporter = spans
     runs: list[str] = []
 
     def search_tickets(status: str, limit: int) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -77,15 +76,12 @@ class Telemetry:
 
 
 @pytest.fixture
-def otel() -> Iterator[Telemetry]:
-    spans = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+def otel(spans: tuple[TracerProvider, InMemorySpanExporter]) -> Iterator[Telemetry]:
+    tracer_provider, exporter = spans
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
-    yield Telemetry(tracer_provider, meter_provider, spans, reader)
+    yield Telemetry(tracer_provider, meter_provider, exporter, reader)
     meter_provider.shutdown()
-    tracer_provider.shutdown()
 
 
 def sku_gate(body: Any = None, **options: Any) -> Gate:
