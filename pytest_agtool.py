@@ -3,7 +3,7 @@
 pytest loads this module in every session where agtool is installed, before
 coverage starts measuring. It therefore imports nothing of agtool (nor
 Hypothesis) itself: only when ``--agtool-table`` is given does it register
-``agtool._plugin``, which generates the property tests. See that module for
+``agtool.harness._pytest_table``, which generates the property tests. See that module for
 what they check.
 
 What every harness item shares, whoever made it (the table's items here, an
@@ -24,6 +24,7 @@ MCP server's elsewhere), lives here, read from the items alone:
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 import zlib
@@ -121,14 +122,26 @@ def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption(SUMMARY_OPTION)
     if path is not None and not hasattr(config, "workerinput"):  # xdist: the controller writes
         config.pluginmanager.register(_Summary(path), "agtool-summary")
-    if config.getoption(TABLE_OPTION):
-        from agtool import _plugin
+    tables, targets = config.getoption(TABLE_OPTION), config.getoption(MCP_OPTION)
+    if not (tables or targets):
+        return
+    # Only now is agtool imported: the harness gets the options as values, and never
+    # imports this module back. By full name, not as attributes of agtool.harness: an
+    # in-process pytester run drops the modules it imported from sys.modules, and an
+    # attribute left on the package would be the previous run's module.
+    harness_options = importlib.import_module("agtool.harness._pytest_options")
+    table_items = importlib.import_module("agtool.harness._pytest_table")
+    mcp_items = importlib.import_module("agtool.harness._pytest_mcp")
 
-        config.pluginmanager.register(_plugin, "agtool-harness")
-    if config.getoption(MCP_OPTION):
-        from agtool import _plugin_mcp
-
-        config.pluginmanager.register(_plugin_mcp, "agtool-mcp-harness")
+    config.stash[harness_options.OPTIONS] = harness_options.HarnessOptions(
+        marker=MARKER, seed=session_seed(config), given_seed=given_seed(config),
+        tables=tuple(tables), stub_bodies=bool(config.getoption(STUB_OPTION)),
+        reproduce=config.getoption(REPRODUCE_OPTION), mcp_targets=tuple(targets),
+        allow_writes=bool(config.getoption(WRITES_OPTION)))
+    if tables:
+        config.pluginmanager.register(table_items, "agtool-harness")
+    if targets:
+        config.pluginmanager.register(mcp_items, "agtool-mcp-harness")
 
 
 @pytest.hookimpl(trylast=True)

@@ -47,10 +47,9 @@ from ._jsonschema import (
     to_json_schema,
     tool_spec,
 )
-from ._lint import Finding, echo_match_rate, lint_file, lint_schema, lint_table
+from ._jsonschema.lint import Finding, echo_match_rate, lint_file, lint_schema, lint_table
 from ._memo import DEFAULT_MEMO_SIZE, DEFAULT_MEMO_TTL, Memo
 from ._outcome import Envelope
-from ._postgres import PostgresStore
 from ._reasons import (
     ARG_CHECKS,
     ARG_REASONS,
@@ -64,6 +63,7 @@ from ._reasons import (
 from ._records import REDACTED, CallRecord, JsonLinesSink, RecordSink, contract_hash
 from ._stats import ToolStats
 from ._store import Claim, SqliteStore, StoredWrite, WriteStore
+from ._store.postgres import PostgresStore
 
 __all__ = [
     "ARG_CHECKS",

@@ -12,7 +12,7 @@ one meant for tool bodies to raise, and the gate turns it into a reason.
 
 from __future__ import annotations
 
-__all__ = ["AgtoolError", "ContractError", "NotApplied", "UpstreamError"]
+__all__ = ["AgtoolError", "ContractError", "NotApplied", "SchemaError", "UpstreamError"]
 
 
 class AgtoolError(Exception):
@@ -33,6 +33,22 @@ class ContractError(AgtoolError, ValueError):
         self.problem = problem
         where = f"tool {tool!r}" + (f", field {field!r}" if field else "")
         super().__init__(f"{where}: {problem}")
+
+
+class SchemaError(ContractError):
+    """A JSON Schema or a tools file that cannot become a contract entry exactly.
+
+    ``source`` is the file (or ``""``), ``tool`` the tool's name, ``field`` a
+    JSON pointer to the offending keyword (``/properties/amount/maximum``) and
+    ``problem`` what is wrong with it.
+    """
+
+    def __init__(self, source: str, tool: str, field: str, problem: str) -> None:
+        super().__init__(tool, field, problem)
+        self.source = source
+        where = [part for part in (source, f"tool {tool!r}" if tool else "",
+                                   f"at {field!r}" if field else "") if part]
+        self.args = (", ".join(where) + f": {problem}" if where else problem,)
 
 
 class UpstreamError(AgtoolError):

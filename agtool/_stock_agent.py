@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from ._gate import Gate
-from ._graph import (
+from .graph._build import (
     AgentGraph,
     State,
     build_graph,
@@ -24,7 +24,7 @@ from ._graph import (
     order_pick,
     reasons_repaired_by,
 )
-from ._repairs import RepairRule, drop_argument, to_bound, use_fallback, use_successor
+from .graph._repairs import RepairRule, drop_argument, to_bound, use_fallback, use_successor
 
 __all__ = [
     "DEFAULT_TOOL",

@@ -16,7 +16,16 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from ._gate import Gate
-from ._graph import (
+from ._stock_agent import (
+    FALLBACK_REGION,
+    REPAIRS,
+    can_repair,
+    pick,
+    reply,
+    stock_graph,
+    stock_naive,
+)
+from .graph._build import (
     MAX_ATTEMPTS,
     AgentGraph,
     NaiveOutcome,
@@ -27,16 +36,7 @@ from ._graph import (
     make_repair,
     run_graph,
 )
-from ._model_graph import tool_specs as _tool_specs
-from ._stock_agent import (
-    FALLBACK_REGION,
-    REPAIRS,
-    can_repair,
-    pick,
-    reply,
-    stock_graph,
-    stock_naive,
-)
+from .graph._model import tool_specs as _tool_specs
 
 __all__ = [
     "CACHE",
@@ -179,7 +179,7 @@ def handle(order: object, model: BaseChatModel | None = None) -> Outcome:
 
 def tool_specs(source: Gate | Mapping[str, Mapping[str, Any]] | None = None,
                ) -> list[dict[str, Any]]:
-    """``agtool._graph.tool_specs`` of ``source``, by default of ``GATE``."""
+    """``agtool.graph._build.tool_specs`` of ``source``, by default of ``GATE``."""
     return _tool_specs(GATE if source is None else source)
 
 

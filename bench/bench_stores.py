@@ -110,7 +110,7 @@ def _open(spec: tuple[str, str, str], pool: int) -> Any:
     kind, where, table = spec
     if kind == "sqlite":
         return SqliteStore(where)
-    from agtool._postgres import PostgresStore
+    from agtool._store.postgres import PostgresStore
 
     return PostgresStore(where, table=table, pool_size=pool)
 

@@ -14,8 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agtool import tools
-from agtool._harness import body_of, instrument
-from strategies import PROPERTIES, defect_sites, one_defect_args, orders, run_property
+from agtool.harness._checks import body_of, instrument
+from agtool.harness.strategies import (
+    PROPERTIES,
+    defect_sites,
+    one_defect_args,
+    orders,
+    run_property,
+)
 
 __all__ = ["REPORT_EXAMPLES", "REPORT_SETTINGS", "measure_harness"]
 

@@ -32,7 +32,7 @@ def measure_mcp_harness(progress: Progress, examples: int | None = None
     try:
         from hypothesis import HealthCheck, settings
 
-        from agtool._mcp_check import EXAMPLES_PER_ITEM, PROPERTIES, run_check
+        from agtool.harness._mcp_check import EXAMPLES_PER_ITEM, PROPERTIES, run_check
     except ImportError:
         return None
     if not LAX_SERVER.exists():  # an installed package: the tests are not shipped

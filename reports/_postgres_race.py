@@ -36,7 +36,7 @@ def _table(log: str) -> dict[str, Any]:
 
 def _worker(url: str, table: str, secret: str, log: str, barrier: Any, answers: Any) -> None:
     import agtool
-    from agtool._postgres import PostgresStore
+    from agtool._store.postgres import PostgresStore
 
     store = PostgresStore(url, table=table)
     gate = agtool.Gate(_table(log), scope={"reversible_write"}, store=store, pending_wait=30.0,

@@ -63,7 +63,7 @@ def own_table(url: str) -> Iterator[str]:
 @contextlib.contextmanager
 def postgres_store(url: str, **options: Any) -> Iterator[Any]:
     """A ``PostgresStore`` on a table of its own, closed and dropped afterwards."""
-    from agtool._postgres import PostgresStore
+    from agtool._store.postgres import PostgresStore
 
     with own_table(url) as table:
         store = PostgresStore(url, table=table, **options)

@@ -6,6 +6,6 @@
 
 from __future__ import annotations
 
-from strategies.profiles import load_default_profile
+from agtool.harness.strategies.profiles import load_default_profile
 
 load_default_profile()

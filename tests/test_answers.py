@@ -44,7 +44,7 @@ from agtool import (
     shown,
 )
 from agtool._answers import EXCERPT_CHARS
-from strategies import DefectiveCall, contract_tables, defect_sites, one_defect_args
+from agtool.harness.strategies import DefectiveCall, contract_tables, defect_sites, one_defect_args
 
 #: The longest message a model should be handed ("short and actionable").
 MAX_MESSAGE = 200

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import types
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -211,23 +210,15 @@ def test_unknown_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> No
     assert "--strikt" in capsys.readouterr().err
 
 
-# --- report, unchanged -------------------------------------------------------------------
+# --- report: repository tooling, not an installed command -------------------------------------
 
 
-def test_report_still_hands_its_arguments_to_the_report(monkeypatch: pytest.MonkeyPatch
-                                                        ) -> None:
-    """agtool report passes every argument after it to reports.main, untouched."""
-    import reports
-
-    seen: list[Sequence[str]] = []
-
-    def fake_report(argv: Sequence[str]) -> int:
-        seen.append(list(argv))
-        return 7
-
-    monkeypatch.setattr(reports, "main", fake_report)
-    assert main(["report", "--check", "--quiet"]) == 7
-    assert seen == [["--check", "--quiet"]]
+def test_report_is_not_an_installed_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """The report is regenerated from a checkout (python -m reports); agtool has no report."""
+    with pytest.raises(SystemExit) as caught:
+        main(["report", "--check"])
+    assert caught.value.code == 2
+    assert "invalid choice: 'report'" in capsys.readouterr().err
 
 
 def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
@@ -235,7 +226,7 @@ def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main([])
     err: Any = capsys.readouterr().err
-    assert "{report,export,lint,mcp,writes,check}" in err
+    assert "{export,lint,mcp,writes,check}" in err
 
 
 # --- where --table looks, and a reader that stops early -----------------------------------

@@ -74,8 +74,13 @@ PUBLIC = {
     "model_error",
 }
 
+# Every private module below agtool, subpackages' modules included; a private
+# package's ``__init__`` only re-exports its modules' names, so it is no home.
 PRIVATE_MODULES = sorted(
-    info.name for info in pkgutil.iter_modules(agtool.__path__) if info.name.startswith("_")
+    info.name.removeprefix("agtool.")
+    for info in pkgutil.walk_packages(agtool.__path__, "agtool.")
+    if info.name.removeprefix("agtool.").startswith("_") and not info.ispkg
+    and not info.name.endswith(".__main__")  # runs a command when imported
 )
 
 

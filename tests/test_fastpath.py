@@ -21,8 +21,14 @@ from hypothesis import strategies as st
 from test_stateful import without_absent_nulls
 
 from agtool import DEFAULT_SCOPE, Gate, check_table
+from agtool.harness.strategies import (
+    any_calls,
+    bad_results,
+    contract_tables,
+    valid_args,
+    valid_results,
+)
 from agtool.tools import TOOLS
-from strategies import any_calls, bad_results, contract_tables, valid_args, valid_results
 
 Table = dict[str, dict[str, Any]]
 

@@ -20,7 +20,8 @@ from langgraph.graph import END, START, StateGraph
 
 import agtool.tools as tools
 from agtool import STAGES, Gate, parse_reason
-from agtool._graph import (
+from agtool._stock_agent import DEFAULT_TOOL, SUCCESSORS
+from agtool.graph._build import (
     AGENT_STAGES,
     ORDER_NOT_OBJECT,
     REPAIR_NONE,
@@ -28,7 +29,6 @@ from agtool._graph import (
     Call,
     State,
 )
-from agtool._stock_agent import DEFAULT_TOOL, SUCCESSORS
 
 OUTCOME_KEYS = {"ok", "answer", "rows", "errors", "calls", "attempts", "fixes", "tool_runs"}
 NAIVE_KEYS = {"ok", "answer", "rows", "errors", "calls"}

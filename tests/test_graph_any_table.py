@@ -22,11 +22,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-import agtool._graph as graph_module
+import agtool.graph._build as graph_module
 from agtool import STAGES, Gate, UpstreamError, parse_reason
 from agtool._contract import check_table
-from agtool._graph import AGENT_STAGES
-from agtool._harness import body_of, instrument
 from agtool.graph import (
     MAX_ATTEMPTS,
     build_graph,
@@ -36,7 +34,9 @@ from agtool.graph import (
     handle,
     rows_of,
 )
-from strategies import (
+from agtool.graph._build import AGENT_STAGES
+from agtool.harness._checks import body_of, instrument
+from agtool.harness.strategies import (
     contract_tables,
     mistake_kinds,
     model_mistakes,
@@ -44,7 +44,7 @@ from strategies import (
     valid_args,
     valid_results,
 )
-from strategies._args import echo_values
+from agtool.harness.strategies._args import echo_values
 
 # --- the README's table ("Your own tool, gated"), copied ------------------------------------
 
@@ -711,9 +711,9 @@ def test_the_graph_modules_are_layered() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, agtool._graph_parts; "
-            "assert not {'agtool._graph', 'agtool._model_graph'} & set(sys.modules); "
-            "import agtool._model_graph; assert 'agtool._graph' not in sys.modules")
+    code = ("import sys, agtool.graph._parts; "
+            "assert not {'agtool.graph._build', 'agtool.graph._model'} & set(sys.modules); "
+            "import agtool.graph._model; assert 'agtool.graph._build' not in sys.modules")
     done = subprocess.run(  # noqa: S603  # runs this test's own script
         [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -15,8 +15,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agtool import tools
-from agtool._harness import body_of, instrument
-from strategies import model_mistakes, orders
+from agtool.harness._checks import body_of, instrument
+from agtool.harness.strategies import model_mistakes, orders
 
 TOOLS = tools.TOOLS
 MAX = tools.MAX_ATTEMPTS

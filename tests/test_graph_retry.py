@@ -13,9 +13,15 @@ from typing import Any
 
 import pytest
 
-import agtool._graph as graph_module
+import agtool.graph._build as graph_module
 from agtool import Gate, UpstreamError
-from agtool._graph import MAX_ATTEMPTS, MAX_RETRY_WAIT, RETRY_BACKOFF, build_graph, build_naive
+from agtool.graph._build import (
+    MAX_ATTEMPTS,
+    MAX_RETRY_WAIT,
+    RETRY_BACKOFF,
+    build_graph,
+    build_naive,
+)
 
 ROW = {"store": "s1", "count": 3}
 RETURNS = {"sku": {"type": "str"}, "rows": {"type": "list", "item": {"store": {"type": "str"},

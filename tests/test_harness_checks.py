@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 
 import agtool
-import agtool._harness as harness
+import agtool.harness._checks as harness
 from agtool import ContractError, UpstreamError
-from agtool._harness import (
+from agtool.harness._checks import (
     check_hostile,
     check_interrupted,
     check_replaced,
     check_returns,
     instrument,
 )
-from strategies import HOSTILE_CLASSES, INTERRUPTS, hostile_examples
-from strategies._oracle import defect_count
+from agtool.harness.strategies import HOSTILE_CLASSES, INTERRUPTS, hostile_examples
+from agtool.harness.strategies._oracle import defect_count
 
 
 class StatusError(Exception):

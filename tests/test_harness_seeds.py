@@ -26,7 +26,7 @@ from seeded_bugs import FAILING, TOOLS  # noqa: E402
 SEEDS = range(10)
 #: The gate bug, as it was: ``key in args`` on the caller's dict, which may raise.
 BUGGY_GATE = '''
-import agtool._harness as harness
+import agtool.harness._checks as harness
 
 real = harness.Gate
 

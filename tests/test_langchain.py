@@ -596,13 +596,13 @@ def test_missing_langchain_extra_is_one_line_naming_it(monkeypatch: pytest.Monke
     for name in [n for n in sys.modules if n == "langchain" or n.startswith("langchain.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "langchain", None)
-    monkeypatch.delitem(sys.modules, "agtool._lc_middleware")
+    monkeypatch.delitem(sys.modules, "agtool.langchain._middleware")
     monkeypatch.delitem(sys.modules, "agtool.langchain")
     fresh = importlib.import_module("agtool.langchain")
     with pytest.raises(ImportError) as caught:
         fresh.GateMiddleware  # noqa: B018 - the attribute access is what is tested
     message = str(caught.value)
-    assert "agtool[langchain]" in message
+    assert "agtool-gate[langchain]" in message
     assert "\n" not in message
     assert fresh.gated_tools(Gate(Desk().table))[0].name == "search_tickets"
     with pytest.raises(AttributeError):
@@ -788,7 +788,7 @@ def test_tool_node_args_that_are_not_an_object(gated: bool, args: Any) -> None:
 
 def test_a_message_is_made_even_for_an_answer_with_no_json_form() -> None:
     """An answer that holds itself still becomes an error-free message rather than a raise."""
-    from agtool._lc_answer import tool_message
+    from agtool.langchain._answer import tool_message
     answer: dict[str, Any] = {"ok": True}
     answer["data"] = answer
     message = tool_message(answer, "c1", "t")

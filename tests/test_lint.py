@@ -14,7 +14,7 @@ import pytest
 
 from agtool import ContractError
 from agtool._jsonschema import ECHO_KEYWORD, SchemaError
-from agtool._lint import (
+from agtool._jsonschema.lint import (
     DENSITY_FLOOR,
     RULES,
     Finding,

@@ -356,11 +356,11 @@ def test_without_the_mcp_extra_the_import_error_names_it(monkeypatch: pytest.Mon
     monkeypatch.delattr(agtool, "mcp")
     with pytest.raises(ImportError) as caught:
         importlib.import_module("agtool.mcp")
-    assert str(caught.value) == "agtool.mcp needs the mcp extra: pip install 'agtool[mcp]'"
+    assert str(caught.value) == "agtool.mcp needs the mcp extra: pip install 'agtool-gate[mcp]'"
     monkeypatch.delitem(sys.modules, "agtool.mcp", raising=False)
     assert main(["mcp", "serve", "--table", FIXTURE_TABLE]) == 2
     err = capsys.readouterr().err
-    assert err == "agtool mcp: agtool.mcp needs the mcp extra: pip install 'agtool[mcp]'\n"
+    assert err == "agtool mcp: agtool.mcp needs the mcp extra: pip install 'agtool-gate[mcp]'\n"
 
 
 @pytest.mark.parametrize(("argv", "word"), [
@@ -416,7 +416,7 @@ def test_the_proxy_in_process_gates_the_lax_server(tmp_path: Path,
     (the upstream is a real subprocess): the lax server's coercion and dropping are refused
     before it runs, a good call reaches it, a trusted tool passes through ungated, and
     every call leaves a record."""
-    from agtool._mcp_proxy import Upstream, gated_table, proxy_server
+    from agtool.mcp._proxy import Upstream, gated_table, proxy_server
 
     runs = tmp_path / "runs.jsonl"
     monkeypatch.setenv("LAX_RUNS", str(runs))

@@ -32,7 +32,7 @@ from mcp.shared.exceptions import MCPError
 
 from agtool._cli import main
 from agtool._loader import load_table
-from agtool._mcp_check import (
+from agtool.harness._mcp_check import (
     EXAMPLES_PER_ITEM,
     ItemResult,
     McpTarget,
@@ -247,7 +247,7 @@ def test_the_same_seed_sends_the_same_calls(recorded: list[dict[str, Any]]) -> N
 def test_draws_the_two_oracles_read_otherwise_are_not_sent() -> None:
     """1.0 for an integer (jsonschema admits it, the gate does not) and NaN (JSON cannot
     carry it) are never sent, so they cannot make a verdict on the server."""
-    from agtool._mcp_check import _Checks
+    from agtool.harness._mcp_check import _Checks
 
     with McpTarget("strict", transport=in_process(strict_app)) as target:
         tool = next(tool for tool in tools_under_test(target) if tool.name == "get_price")
@@ -266,7 +266,7 @@ def test_draws_the_two_oracles_read_otherwise_are_not_sent() -> None:
 def test_items_are_planned_per_site_and_mistake_and_capped_in_examples() -> None:
     """One refused item per defect site and one mistake item per mistake the contract
     admits; no profile draws more than EXAMPLES_PER_ITEM per item."""
-    from strategies import defect_sites, mistake_kinds
+    from agtool.harness.strategies import defect_sites, mistake_kinds
 
     with McpTarget("strict", transport=in_process(strict_app)) as target:
         tools = tools_under_test(target)

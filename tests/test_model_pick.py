@@ -22,7 +22,7 @@ from pydantic import Field
 
 import agtool.tools as tools
 from agtool import ContractError, Gate
-from agtool._graph import (
+from agtool.graph._build import (
     MODEL_NO_TOOL_CALL,
     MODEL_RAISED,
     ORDER_NOT_OBJECT,

@@ -22,10 +22,10 @@ from agtool._jsonschema import (
     gate_pattern,
     to_json_schema,
 )
-from agtool._lint import RULES, lint_schema, lint_table
+from agtool._jsonschema.lint import RULES, lint_schema, lint_table
 from agtool._patterns import MAX_PATTERN_MEMORY, fullmatcher, pattern_problem
-from strategies._specs import matching_text
-from strategies._tables import _PATTERNS
+from agtool.harness.strategies._specs import matching_text
+from agtool.harness.strategies._tables import _PATTERNS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -28,8 +28,8 @@ from _race import race
 
 import agtool
 from agtool import Gate
-from agtool._postgres import PostgresStore
 from agtool._store import new_owner
+from agtool._store.postgres import PostgresStore
 
 #: The secret of every gate on the test database, in every process: digests must agree.
 SECRET = "test-postgres-secret-0123456789"  # noqa: S105 - a test's own secret
@@ -359,7 +359,7 @@ def test_repr_names_the_table_not_the_url(url: str, table: str) -> None:
 @pytest.mark.slow
 def test_agtool_imports_without_psycopg() -> None:
     """``import agtool`` loads no psycopg: it is needed only when a PostgresStore is made."""
-    check = ("import sys, agtool, agtool._postgres; "
+    check = ("import sys, agtool, agtool._store.postgres; "
              "assert 'psycopg' not in sys.modules, sorted(m for m in sys.modules if 'psy' in m)")
     subprocess.run([sys.executable, "-c", check], check=True, timeout=WAIT,  # noqa: S603
                    env={**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).parents[1])})

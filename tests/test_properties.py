@@ -8,7 +8,7 @@
 
 Every defect site of every hand-written tool is its own test case, so each defect kind runs
 on every run; Hypothesis varies the values. Expected reasons are the ones the strategies
-planted; body runs are counted by ``agtool._harness.Body`` wrappers, not read from the gate.
+planted; body runs are counted by ``agtool.harness._checks.Body`` wrappers, not read from the gate.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agtool import ARG_CHECKS, RESULT_CHECKS, Gate, ToolStats, tools
-from agtool._harness import (
+from agtool.harness._checks import (
     body_of,
     check_bad_result,
     check_envelope,
@@ -31,7 +31,7 @@ from agtool._harness import (
     check_returns,
     instrument,
 )
-from strategies import (
+from agtool.harness.strategies import (
     MISTAKES,
     BadResult,
     DefectiveCall,

@@ -10,7 +10,6 @@ import pytest
 
 import reports
 from agtool import RESULT_CHECKS, tools
-from agtool._cli import main as agtool_main
 from reports._reference import BAD_REGION_ORDER, EMPTY_ORDER, REFUSED_CALLS
 
 # slow: every test here reads one report built from real runs (harness and bench), 4 to 5 s.
@@ -147,23 +146,6 @@ def test_check_ignores_the_benchmark_but_not_a_missing_file(
     assert reports.main(["--check", "--out", str(tmp_path), "--quiet"]) == 0
     (tmp_path / "tool_report.md").unlink()
     assert reports.main(["--check", "--out", str(tmp_path), "--quiet"]) == 1
-
-
-def test_agtool_report_delegates_to_the_report(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """`agtool report --out DIR` writes the same two files as `python -m reports`."""
-    seen: list[dict[str, Any]] = []
-    real_build = reports.build_report
-
-    def fake_build(progress: Any, **options: Any) -> dict[str, Any]:
-        seen.append(options)
-        return real_build(progress, benchmark=False, examples=1)
-
-    monkeypatch.setattr(reports, "build_report", fake_build)
-    assert agtool_main(["report", "--out", str(tmp_path), "--quiet"]) == 0
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["tool_report.json",
-                                                                  "tool_report.md"]
-    assert len(seen) == 1
 
 
 def test_committed_report_has_every_section() -> None:

@@ -25,9 +25,15 @@ from hypothesis.stateful import (
 )
 
 from agtool import Gate, Spec, ToolStats, check_table, tools
-from agtool._harness import body_of, echo_of, instrument, same_value
-from strategies import bad_results, contract_tables, one_defect_args, permuted, valid_args
-from strategies import valid_results as valid_values
+from agtool.harness._checks import body_of, echo_of, instrument, same_value
+from agtool.harness.strategies import (
+    bad_results,
+    contract_tables,
+    one_defect_args,
+    permuted,
+    valid_args,
+)
+from agtool.harness.strategies import valid_results as valid_values
 
 
 def canonical(name: str, value: Any) -> Hashable:

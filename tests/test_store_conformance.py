@@ -76,7 +76,7 @@ def backing(kind: str) -> Iterator[Callable[[], Any]]:
                 opened.append(SqliteStore(path))
                 return opened[-1]
         else:
-            from agtool._postgres import PostgresStore
+            from agtool._store.postgres import PostgresStore
 
             url = postgres_url()
             table = stack.enter_context(own_table(url))

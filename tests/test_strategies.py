@@ -8,6 +8,7 @@ bug cannot cancel out.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -18,10 +19,10 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, validators
 from test_properties import TICKETS
 
-import strategies
 from agtool import ARG_CHECKS, RESULT_CHECKS, RISKS, Gate, Spec, check_table, shown, tools
-from agtool._harness import same_value
-from strategies import (
+from agtool.harness import strategies
+from agtool.harness._checks import same_value
+from agtool.harness.strategies import (
     MISTAKES,
     bad_results,
     contract_tables,
@@ -35,7 +36,7 @@ from strategies import (
     valid_args,
     valid_results,
 )
-from strategies.profiles import PROFILES, load_default_profile, register_profiles
+from agtool.harness.strategies.profiles import PROFILES, load_default_profile, register_profiles
 
 TOOLS = tools.TOOLS
 
@@ -178,12 +179,19 @@ TOOL_CASES = [(label, name) for label, table in TABLES.items() for name in table
 
 
 def test_strategies_all_is_exactly_its_public_names() -> None:
-    """strategies.__all__ lists each public name once, and every name it lists resolves."""
+    """The strategies' __all__ lists each public name once, and every name it lists resolves."""
     # Not identifiers: the names pytest's assertion rewriter adds to a package it rewrote.
     public = {name for name in vars(strategies)
               if name.isidentifier() and not name.startswith("_")} - {"annotations", "profiles"}
     assert set(strategies.__all__) == public
     assert len(strategies.__all__) == len(set(strategies.__all__))
+
+
+def test_the_checkouts_strategies_folder_is_the_same_face() -> None:
+    """``strategies`` at the top of a checkout re-exports exactly the installed strategies."""
+    face = importlib.import_module("strategies")
+    assert list(face.__all__) == list(strategies.__all__)
+    assert all(getattr(face, name) is getattr(strategies, name) for name in strategies.__all__)
 
 
 # --- valid draws ----------------------------------------------------------------------------------

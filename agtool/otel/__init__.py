@@ -14,7 +14,7 @@ conventions' attributes (``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
 arguments and results only with ``capture_content=True``, redacted. Metrics:
 the ``gen_ai.execute_tool.duration`` histogram and the ``agtool.refusals``
 counter. ``import agtool`` never imports OpenTelemetry; this module needs the
-``otel`` extra (``pip install 'agtool[otel]'``).
+``otel`` extra (``pip install 'agtool-gate[otel]'``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 try:
     import opentelemetry.trace as _api  # noqa: F401 - imported for the one-line error below
 except ImportError:
-    raise ImportError("agtool.otel needs the otel extra: pip install 'agtool[otel]'") from None
+    raise ImportError("agtool.otel needs the otel extra: pip install 'agtool-gate[otel]'") from None
 
 from ._attributes import DURATION, MAX_CAPTURED_CHARS, OTHER_TOOL, REFUSALS
 from ._instrument import instrument, is_instrumented, uninstrument

@@ -23,8 +23,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agtool import Gate
-from agtool._mcp_proxy import Upstream, gated_table, proxy_server
 from agtool.mcp import _traced, server
+from agtool.mcp._proxy import Upstream, gated_table, proxy_server
 
 EXPORTER = InMemorySpanExporter()
 _provider = TracerProvider()

@@ -512,7 +512,7 @@ def test_without_the_otel_extra_the_import_error_names_it(
     monkeypatch.delattr(agtool, "otel", raising=False)
     with pytest.raises(ImportError) as caught:
         importlib.import_module("agtool.otel")
-    assert str(caught.value) == "agtool.otel needs the otel extra: pip install 'agtool[otel]'"
+    assert str(caught.value) == "agtool.otel needs the otel extra: pip install 'agtool-gate[otel]'"
 
 
 def test_no_global_provider_in_this_process_means_instrument_declines() -> None:
