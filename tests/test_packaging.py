@@ -32,7 +32,8 @@ PRESENT_WITH_THE_PLUGIN = {"pytest", "_pytest"}
 # Modules that belong to an extra: they may import it, and only it, beyond the core.
 EXTRA_MODULES = {"langchain": re.compile(r"agtool/langchain/\w+\.py"),
                  "mcp": re.compile(r"agtool/(mcp/\w+|harness/_mcp_check)\.py"),
-                 "postgres": re.compile(r"agtool/_store/postgres\.py")}
+                 "postgres": re.compile(r"agtool/_store/postgres\.py"),
+                 "otel": re.compile(r"agtool/otel/\w+\.py")}
 
 
 def _distribution(requirement: str) -> str:
