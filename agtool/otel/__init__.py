@@ -25,7 +25,7 @@ except ImportError:
     raise ImportError("agtool.otel needs the otel extra: pip install 'agtool-gate[otel]'") from None
 
 from ._attributes import DURATION, MAX_CAPTURED_CHARS, OTHER_TOOL, REFUSALS
-from ._instrument import instrument, is_instrumented, uninstrument
+from ._instrument import CAPTURE_ENV, instrument, is_instrumented, uninstrument
 
-__all__ = ["DURATION", "MAX_CAPTURED_CHARS", "OTHER_TOOL", "REFUSALS", "instrument",
-           "is_instrumented", "uninstrument"]
+__all__ = ["CAPTURE_ENV", "DURATION", "MAX_CAPTURED_CHARS", "OTHER_TOOL", "REFUSALS",
+           "instrument", "is_instrumented", "uninstrument"]

@@ -16,7 +16,9 @@ provider set, runs exactly as before: nothing is wrapped or chained.
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -47,12 +49,16 @@ from ._attributes import (
     start_attributes,
 )
 
-__all__ = ["CALL_METHODS", "instrument", "is_instrumented", "uninstrument"]
+__all__ = ["CALL_METHODS", "CAPTURE_ENV", "instrument", "is_instrumented", "uninstrument"]
 
 _log = logging.getLogger("agtool")
 #: The gate's methods that make a call: each is wrapped on an instrumented gate.
 CALL_METHODS = ("call_tool", "acall_tool", "call_for_model", "acall_for_model")
 _SCOPE = "agtool.otel"
+#: The GenAI instrumentations' switch for capturing content (opentelemetry-util-genai).
+CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+#: Its values that put content on spans; any other (``false``, ``event_only``) does not.
+_CAPTURE_ON = frozenset({"true", "span_only", "span_and_event"})
 #: Bucket bounds of the duration histogram, in seconds: the conventions' advice for GenAI
 #: durations (10 ms to 82 s), with finer ones below it for calls answered from the memo.
 _DURATION_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32,
@@ -76,7 +82,7 @@ _CALL: ContextVar[_Slot | None] = ContextVar("agtool_otel_call", default=None)
 
 def instrument(gate: Gate, *, tracer_provider: TracerProvider | None = None,
                meter_provider: MeterProvider | None = None,
-               capture_content: bool = False) -> bool:
+               capture_content: bool | None = None) -> bool:
     """Trace and measure every call of ``gate``; ``False`` when there is nowhere to send it.
 
     Each call gets one ``execute_tool {tool}`` span (kind ``INTERNAL``), or,
@@ -90,7 +96,10 @@ def instrument(gate: Gate, *, tracer_provider: TracerProvider | None = None,
     nothing is installed and the gate costs what it did: call ``instrument``
     after the SDK is configured. ``capture_content`` adds the arguments and
     the result (``gen_ai.tool.call.arguments`` / ``.result``), redacted as
-    records are; off by default, as the conventions ask. Instrumenting a gate
+    records are; off by default, as the conventions ask, unless the GenAI
+    instrumentations' ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is
+    ``true``, ``span_only`` or ``span_and_event`` (how ``agtool mcp serve``
+    and ``proxy`` are told). Instrumenting a gate
     again replaces the first instrumentation; ``uninstrument`` undoes it.
     Set the gate's ``records`` sink before instrumenting it.
     """
@@ -99,6 +108,8 @@ def instrument(gate: Gate, *, tracer_provider: TracerProvider | None = None,
     meter_provider = meter_provider or _set_or_none(metrics.get_meter_provider())
     if tracer_provider is None and meter_provider is None:
         return False
+    if capture_content is None:
+        capture_content = os.environ.get(CAPTURE_ENV, "").strip().lower() in _CAPTURE_ON
     _install(_Tracing(gate, tracer_provider, meter_provider, capture_content))
     return True
 
@@ -188,21 +199,21 @@ class _Tracing:
         """``call`` (a bound call method of the gate) inside this call's span."""
         model = method.endswith("for_model")
         if method.startswith("a"):
+            @functools.wraps(call)
             async def traced_async(name: object, args: object, echo: object = None,
                                    **options: Any) -> Any:
                 with self.span(name, args, options) as finish:
                     answer = await call(name, args, echo, **options)
                     finish(answer, model)
                     return answer
-            traced_async.__doc__ = call.__doc__
             return traced_async
 
+        @functools.wraps(call)
         def traced(name: object, args: object, echo: object = None, **options: Any) -> Any:
             with self.span(name, args, options) as finish:
                 answer = call(name, args, echo, **options)
                 finish(answer, model)
                 return answer
-        traced.__doc__ = call.__doc__
         return traced
 
     @contextmanager

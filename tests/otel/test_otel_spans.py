@@ -353,6 +353,35 @@ def test_captured_content_is_redacted_as_records_are(otel: Telemetry, method: st
     assert PIN not in text
 
 
+@pytest.mark.parametrize(("value", "captured"), [
+    ("true", True), ("SPAN_ONLY", True), ("span_and_event", True), ("false", False),
+    ("event_only", False), ("", False)])
+def test_the_genai_content_switch_in_the_environment_opts_in(
+        otel: Telemetry, monkeypatch: pytest.MonkeyPatch, value: str, captured: bool) -> None:
+    """Without ``capture_content``, the GenAI instrumentations' environment switch decides
+    (what a CLI user has); ``capture_content=False`` overrides it."""
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", value)
+    gate = otel.instrument(charge_gate())
+    gate.call_tool("charge", {"card": CARD, "amount": 3})
+    refusing = otel.instrument(charge_gate(), capture_content=False)
+    refusing.call_tool("charge", {"card": CARD, "amount": 3})
+    by_env, by_argument = (dict(span.attributes or {}) for span in otel.finished())
+    assert ("gen_ai.tool.call.arguments" in by_env) is captured
+    assert "gen_ai.tool.call.arguments" not in by_argument
+
+
+def test_an_instrumented_method_still_says_what_it_takes(otel: Telemetry) -> None:
+    """The wrapped methods keep their names, docstrings and signatures (``__wrapped__``)."""
+    import inspect
+
+    gate = otel.instrument(sku_gate())
+    for method in ("call_tool", "acall_tool", "call_for_model", "acall_for_model"):
+        wrapped, own = getattr(gate, method), getattr(Gate, method)
+        assert wrapped.__name__ == method
+        assert wrapped.__doc__ == own.__doc__
+        assert "step_id" in inspect.signature(wrapped).parameters
+
+
 # -- metrics ----------------------------------------------------------------------------------
 
 def test_durations_and_refusals_are_counted_by_tool_and_code(otel: Telemetry) -> None:
