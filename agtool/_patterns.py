@@ -33,7 +33,7 @@ from typing import Any
 # is a Python layer over ``_re2`` that encodes, maps byte offsets back to str
 # offsets and builds a match object: 2 to 5 times the cost of asking ``_re2``
 # directly (about 3.5-8.6 us against 1.6 us on an 8-char string; Python's ``re``
-# is 0.4 us). ``tests/test_patterns.py`` pins the few ``_re2`` calls used here.
+# is 0.4 us). ``tests/core/test_patterns.py`` pins the few ``_re2`` calls used here.
 from re2 import _re2  # type: ignore[import-untyped]
 
 __all__ = ["MAX_PATTERN_MEMORY", "fullmatcher", "pattern_problem"]

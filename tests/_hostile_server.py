@@ -1,4 +1,4 @@
-"""A hostile MCP upstream for tests/test_adapter_attacks.py: it crashes, hangs and lies.
+"""A hostile MCP upstream for tests/langchain/test_adapter_attacks.py: it crashes, hangs and lies.
 
 Run as ``python tests/_hostile_server.py``, a stdio MCP server on the SDK's
 low-level ``Server`` (so nothing cleans up what it lists or answers). Every

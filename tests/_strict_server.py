@@ -1,4 +1,4 @@
-"""A strict MCP server for tests/test_mcp_check.py: it holds its tools to their own schemas.
+"""A strict MCP server for tests/harness/test_mcp_check.py: it holds its tools to their own schemas.
 
 Run as ``python tests/_strict_server.py``, a stdio MCP server on the SDK's
 low-level ``Server``. Every call's arguments are validated against the

@@ -1039,7 +1039,7 @@ def test_refusal_costs_o1_in_the_refused_input(case: str, size: int) -> None:
         done = subprocess.run(  # noqa: S603  # runs this module's own script
             [sys.executable, "-c", _REFUSAL_SCRIPT, case, str(REFUSAL_ADDRESS_SPACE), str(size)],
             capture_output=True, text=True, timeout=REFUSAL_TIMEOUT_SECONDS,
-            cwd=Path(__file__).resolve().parent.parent, check=False)
+            cwd=Path(__file__).resolve().parents[2], check=False)
     except subprocess.TimeoutExpired:
         pytest.fail(f"refusing {case} ran past the {REFUSAL_TIMEOUT_SECONDS} s guard")
     assert done.returncode == 0, done.stderr[-2000:]

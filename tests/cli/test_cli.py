@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 from agtool._cli import main
 from agtool.tools import TOOLS
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -231,7 +231,7 @@ def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
 
 # --- where --table looks, and a reader that stops early -----------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DESK_TOOLS = '''
 def search(status):
     return {}

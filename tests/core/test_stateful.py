@@ -182,7 +182,7 @@ class ReferenceMachine(GateMachine):
 
 class GeneratedMachine(GateMachine):
     """The machine on a table nobody wrote, of reads (writes have their own machine in
-    ``tests/test_writes.py``: a write's repeat is a replay, not a memo hit)."""
+    ``tests/store/test_writes.py``: a write's repeat is a replay, not a memo hit)."""
 
     @initialize(table=contract_tables(side_effects=False))
     def on_a_generated_table(self, table: dict[str, dict[str, Any]]) -> None:

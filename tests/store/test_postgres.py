@@ -362,7 +362,7 @@ def test_agtool_imports_without_psycopg() -> None:
     check = ("import sys, agtool, agtool._store.postgres; "
              "assert 'psycopg' not in sys.modules, sorted(m for m in sys.modules if 'psy' in m)")
     subprocess.run([sys.executable, "-c", check], check=True, timeout=WAIT,  # noqa: S603
-                   env={**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).parents[1])})
+                   env={**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).parents[2])})
 
 
 def test_a_gate_given_a_url_and_the_writes_command_share_one_postgres_store(

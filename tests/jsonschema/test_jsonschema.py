@@ -34,7 +34,7 @@ from agtool._jsonschema import (
 )
 from agtool.tools import MAX_ROWS, REGIONS, TOOLS
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 PROVIDER_FILES = ["openai_tools.json", "anthropic_tools.json", "mcp_tools.json"]
 
 

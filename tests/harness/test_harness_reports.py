@@ -145,7 +145,7 @@ def test_a_body_raising_what_its_contract_names_passes(pytester: pytest.Pytester
     run(pytester, "--agtool-only", "-k", "returns").assert_outcomes(passed=1)
 
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
 
 
 def readme_pytest_commands() -> list[list[str]]:

@@ -35,7 +35,7 @@ from agtool import Gate, UpstreamError
 from agtool.langchain import GateMiddleware, gated_tool_node, gated_tools
 from agtool.mcp import RUN_ID_META, server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = str(ROOT / "tests" / "_hostile_server.py")
 THREAD = {"configurable": {"thread_id": "conv-1"}}
 WRITER = {"read_public", "reversible_write"}

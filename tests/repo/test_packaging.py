@@ -24,7 +24,7 @@ import pytest
 
 tomllib = pytest.importorskip("tomllib", reason="pyproject is read with tomllib (Python 3.11+)")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
 FIRST_PARTY = {"agtool", "strategies", "reports", "pytest_agtool", "bench"}
 # The plugin runs inside pytest, so pytest is there whenever the plugin is imported.

@@ -27,7 +27,7 @@ from agtool._patterns import MAX_PATTERN_MEMORY, fullmatcher, pattern_problem
 from agtool.harness.strategies._specs import matching_text
 from agtool.harness.strategies._tables import _PATTERNS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def body(**args: Any) -> dict[str, Any]:

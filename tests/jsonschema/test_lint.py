@@ -26,7 +26,7 @@ from agtool._jsonschema.lint import (
 )
 from agtool.tools import TOOLS
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 PROVIDER_FILES = ["openai_tools.json", "anthropic_tools.json", "mcp_tools.json"]
 
 CLOSED = {"type": "string", "enum": ["a"]}
@@ -353,7 +353,7 @@ def test_findings_are_json_ready_and_rules_are_documented() -> None:
         "rule": "R2", "tool": "t", "location": "/properties/q", "message": "open"}
     rules = {finding.rule for file in [*PROVIDER_FILES, "lint_walk.json"]
              for finding in lint_file(FIXTURES / file)}
-    # The fixtures hold no dangerous pattern; R6 is pinned in tests/test_patterns.py.
+    # The fixtures hold no dangerous pattern; R6 is pinned in tests/core/test_patterns.py.
     assert rules | {"R6"} == set(RULES) == {"R1", "R2", "R3", "R4", "R5", "R6"}
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from _ports import free_port, wait_for_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text("utf-8")
 
 

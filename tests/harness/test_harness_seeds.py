@@ -19,7 +19,7 @@ from hypothesis import settings
 
 pytest_plugins = ["pytester"]
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 from seeded_bugs import FAILING, TOOLS  # noqa: E402
 

@@ -44,7 +44,7 @@ from agtool.harness._mcp_check import (
 )
 from agtool.mcp import server as agtool_server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: Few examples: every one is a round trip to a server, and these tests test the harness.
 SMALL = settings(max_examples=3, database=None, deadline=None)
 STRICT = f"{sys.executable} {ROOT / 'tests' / '_strict_server.py'}"

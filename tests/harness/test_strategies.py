@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from _tables import TICKETS
 from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, validators
-from test_properties import TICKETS
 
 from agtool import ARG_CHECKS, RESULT_CHECKS, RISKS, Gate, Spec, check_table, shown, tools
 from agtool.harness import strategies

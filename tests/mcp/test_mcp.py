@@ -30,7 +30,7 @@ from agtool._cli import main
 from agtool._loader import load_table
 from agtool.mcp import RUN_ID_META, STEP_ID_META, server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_TABLE = "tests.fixtures.mcp_table:TOOLS"
 #: Seconds a whole subprocess scenario may take, start-up included.
 SCENARIO_TIMEOUT = 60
