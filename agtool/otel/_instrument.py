@@ -99,9 +99,9 @@ def instrument(gate: Gate, *, tracer_provider: TracerProvider | None = None,
     records are; off by default, as the conventions ask, unless the GenAI
     instrumentations' ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is
     ``true``, ``span_only`` or ``span_and_event`` (how ``agtool mcp serve``
-    and ``proxy`` are told). Instrumenting a gate
-    again replaces the first instrumentation; ``uninstrument`` undoes it.
-    Set the gate's ``records`` sink before instrumenting it.
+    and ``proxy`` are told). Instrumenting a gate again replaces the first
+    instrumentation; ``uninstrument`` undoes it. Set the gate's ``records``
+    sink before instrumenting it.
     """
     uninstrument(gate)
     tracer_provider = tracer_provider or _set_or_none(trace.get_tracer_provider())
@@ -133,7 +133,8 @@ def uninstrument(gate: Gate) -> None:
 
 def is_instrumented(gate: Gate) -> bool:
     """Whether ``instrument`` has installed its wrappers on ``gate``."""
-    return isinstance(gate.records, _Sink)
+    sink = gate.records
+    return isinstance(sink, _Sink) and sink.tracing.gate is gate
 
 
 def _set_or_none(provider: Any) -> Any:

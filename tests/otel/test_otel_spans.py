@@ -453,6 +453,7 @@ def test_a_record_no_wrapper_waits_for_gets_a_span_after_the_fact(otel: Telemetr
     its record still becomes a span, timed from the record's latency, under the current span."""
     gate = otel.instrument(sku_gate())
     shadow = sku_gate(records=gate.records)
+    assert not is_instrumented(shadow)  # it shares the sink, not the wrappers
     with otel.tracer_provider.get_tracer("agent").start_as_current_span("agent turn") as turn:
         answer = shadow.call_for_model("sku_count", GOOD)
     span, _ = otel.finished()
