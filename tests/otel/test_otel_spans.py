@@ -70,6 +70,8 @@ class Telemetry:
 
     def points(self, name: str) -> list[Any]:
         data = self.reader.get_metrics_data()
+        if data is None:  # nothing was ever measured
+            return []
         return [point for resource in data.resource_metrics for scope in resource.scope_metrics
                 for metric in scope.metrics if metric.name == name
                 for point in metric.data.data_points]
@@ -435,6 +437,21 @@ def test_the_gates_own_sink_still_gets_every_record_and_uninstrument_restores_it
     assert len(records) == 2
     assert gate.records is not None
     assert gate.records.__self__ is records  # type: ignore[attr-defined]
+
+
+def test_a_sink_set_after_instrument_leaves_the_span_without_the_records_fields(
+        otel: Telemetry) -> None:
+    """The documented order matters: a sink set after ``instrument`` replaces agtool's, so
+    the call's span has only what the wrapper knows (tool, call id), and no metric point."""
+    records: list[CallRecord] = []
+    gate = otel.instrument(sku_gate())
+    gate.records = records.append
+    assert gate.call_tool("sku_count", GOOD, step_id="c1")["ok"]
+    attributes = dict(only(otel.finished()).attributes or {})
+    assert attributes["gen_ai.tool.call.id"] == "c1"
+    assert "agtool.request_id" not in attributes
+    assert len(records) == 1
+    assert otel.points("gen_ai.execute_tool.duration") == []
 
 
 def test_a_broken_sink_of_the_gates_breaks_neither_the_call_nor_its_span(
