@@ -12,13 +12,14 @@ cut at ``MAX_CAPTURED_CHARS``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-from .._contract import ToolContract
+from .._contract import Spec, ToolContract
 from .._reasons import WRITE_IN_PROGRESS, WRITE_UNKNOWN, parse_reason, shown
-from .._records import REDACTED, CallRecord, redact_args, redact_value
+from .._records import REDACTED, CallRecord, redact_value
 
 __all__ = [
     "ARGUMENTS",
@@ -147,16 +148,34 @@ def captured_args(contract: ToolContract | None, args: object) -> str:
     """The call's arguments as a span may carry them (opt-in), as JSON text.
 
     Every value the contract marks sensitive is redacted, as in records. So is
-    every value under a name the contract does not declare (a misspelt
-    ``pasword`` is still a password) and every value of a tool the table
-    lacks: only declared, non-sensitive values are shown.
+    every value under a name the contract does not declare, at any depth (a
+    misspelt ``pasword`` is still a password), and every value of a tool the
+    table lacks: only declared, non-sensitive values are shown.
     """
     if not isinstance(args, dict):
         return _json(REDACTED)
-    if contract is None:
-        return _json({_key(key): REDACTED for key in args})
-    declared = {key: value if key in contract.args else REDACTED for key, value in args.items()}
-    return _json(redact_args(contract, declared))
+    return _json(_declared({} if contract is None else contract.args, args))
+
+
+def _declared(specs: Mapping[str, Spec], value: dict[Any, Any]) -> dict[str, Any]:
+    """``value`` with only what ``specs`` name and do not mark sensitive left in clear."""
+    return {_key(key): _declared_value(specs[key], item) if key in specs else REDACTED
+            for key, item in value.items()}
+
+
+def _declared_value(spec: Spec, value: object) -> object:
+    if spec.sensitive:
+        return REDACTED
+    item = spec.item
+    if isinstance(item, Mapping):  # named keys: a dict of them, or a list of such dicts
+        if isinstance(value, dict):
+            return _declared(item, value)
+        if isinstance(value, list):
+            return [_declared(item, element) if isinstance(element, dict) else element
+                    for element in value]
+    elif isinstance(item, Spec) and isinstance(value, list):
+        return [_declared_value(item, element) for element in value]
+    return value
 
 
 def captured_result(contract: ToolContract | None, value: object) -> str:
