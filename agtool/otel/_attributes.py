@@ -69,14 +69,15 @@ def span_name(tool: str, known: bool) -> str:
 
 
 def start_attributes(tool: str, contract: ToolContract | None,
-                     step_id: object, run_id: object) -> dict[str, Any]:
-    """What is known of a call before it runs: the tool, its contract, its ids."""
+                     step_id: object) -> dict[str, Any]:
+    """What is known of a call before it runs: the tool, its contract, its call id.
+
+    Not its run id: a record carries none (a thread id may name a user), nor does a span.
+    """
     attributes: dict[str, Any] = {OPERATION: EXECUTE_TOOL, TOOL_NAME: tool,
                                   TOOL_TYPE: "function"}
     if type(step_id) is str:
         attributes[TOOL_CALL_ID] = shown(step_id)
-    if type(run_id) is str:
-        attributes["agtool.run_id"] = shown(run_id)
     if contract is not None:
         if contract.description:
             attributes[TOOL_DESCRIPTION] = contract.description

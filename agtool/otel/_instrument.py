@@ -224,7 +224,7 @@ class _Tracing:
         tool = shown_tool(name)
         contract = self.gate.contract(name) if type(name) is str else None
         step_id = options.get("step_id")
-        attributes = start_attributes(tool, contract, step_id, options.get("run_id"))
+        attributes = start_attributes(tool, contract, step_id)
         started = time.perf_counter()
         outer = _CALL.get()
         current = trace.get_current_span()
@@ -294,13 +294,13 @@ class _Tracing:
             contract = self.gate.contract(record.tool) if record.contract_hash else None
             current = trace.get_current_span()
             if _same_call(current, record.tool, None):
-                current.set_attributes(start_attributes(record.tool, contract, None, None))
+                current.set_attributes(start_attributes(record.tool, contract, None))
                 self.describe(current, record, contract, False)
             elif self.tracer is not None:
                 ended = time.time_ns()
                 span = self.tracer.start_span(
                     span_name(record.tool, contract is not None), kind=SpanKind.INTERNAL,
-                    attributes=start_attributes(record.tool, contract, None, None),
+                    attributes=start_attributes(record.tool, contract, None),
                     start_time=ended - int(record.latency_ms * 1e6))
                 self.describe(span, record, contract, False)
                 span.end(end_time=ended)

@@ -100,7 +100,8 @@ def only(spans: list[ReadableSpan]) -> ReadableSpan:
 
 def test_a_successful_call_is_one_internal_span_with_the_records_ids(otel: Telemetry) -> None:
     """A call that runs is one INTERNAL ``execute_tool sku_count`` span, status unset, carrying
-    the conventions' attributes and the ids of the very record the gate wrote."""
+    the conventions' attributes and the ids of the very record the gate wrote (and no run
+    id, which a record does not carry either)."""
     records: list[CallRecord] = []
     gate = otel.instrument(sku_gate(records=records.append))
     answer = gate.call_for_model("sku_count", GOOD, step_id="call_7", run_id="run_1")
@@ -115,7 +116,7 @@ def test_a_successful_call_is_one_internal_span_with_the_records_ids(otel: Telem
     assert dict(span.attributes or {}) == {
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "sku_count",
         "gen_ai.tool.type": "function", "gen_ai.tool.call.id": "call_7",
-        "gen_ai.tool.description": "Units of one sku.", "agtool.run_id": "run_1",
+        "gen_ai.tool.description": "Units of one sku.",
         "agtool.effect": "read", "agtool.risk": "read_public",
         "agtool.request_id": answer["request_id"], "agtool.memo_hit": False,
         "agtool.replayed": False, "agtool.contract_hash": contract_hash(contract),
