@@ -7,12 +7,22 @@ one meant for tool bodies to raise, and the gate turns it into a reason.
     AgtoolError
     ├── ContractError (also a ValueError): a malformed contract table
     │   └── SchemaError: a JSON Schema or tools file that cannot become a contract exactly
-    └── UpstreamError: raised by a tool body whose upstream failed
+    ├── TableError (also a ValueError): a ``module:NAME`` that names no loadable table
+    ├── UpstreamError: raised by a tool body whose upstream failed
+    ├── UpstreamUnavailable (also a ConnectionError): a proxied MCP server that did not
+    │   start or list its tools
+    ├── ServerGone (also a ConnectionError): an MCP server under check that died, hung or
+    │   closed the session during a call
+    └── ToolFailed: a LangChain agent's own tool answered an error ``ToolMessage`` (to the
+        gate, a body that raised)
+
+    NotApplied (a BaseException, not an error): a body's word that it had no effect
 """
 
 from __future__ import annotations
 
-__all__ = ["AgtoolError", "ContractError", "NotApplied", "SchemaError", "UpstreamError"]
+__all__ = ["AgtoolError", "ContractError", "NotApplied", "SchemaError", "ServerGone", "TableError",
+           "ToolFailed", "UpstreamError", "UpstreamUnavailable"]
 
 
 class AgtoolError(Exception):
@@ -49,6 +59,22 @@ class SchemaError(ContractError):
         where = [part for part in (source, f"tool {tool!r}" if tool else "",
                                    f"at {field!r}" if field else "") if part]
         self.args = (", ".join(where) + f": {problem}" if where else problem,)
+
+
+class TableError(AgtoolError, ValueError):
+    """A ``module:NAME`` that does not name a table that can be loaded."""
+
+
+class UpstreamUnavailable(AgtoolError, ConnectionError):
+    """The upstream server did not start, or did not list its tools: there is nothing to serve."""
+
+
+class ServerGone(AgtoolError, ConnectionError):
+    """The server died, hung or closed the session during a call."""
+
+
+class ToolFailed(AgtoolError):
+    """The agent's tool answered an error ``ToolMessage``: to the gate, a body that raised."""
 
 
 class UpstreamError(AgtoolError):

@@ -15,11 +15,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["TableError", "load_table"]
+from ._errors import TableError
 
-
-class TableError(Exception):
-    """A ``module:NAME`` that does not name a table that can be loaded."""
+__all__ = ["load_table"]
 
 
 def load_table(spec: str, root: str | os.PathLike[str] | None = None, *,

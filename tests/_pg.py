@@ -16,13 +16,17 @@ from typing import Any
 import pytest
 
 ENV = "AGTOOL_TEST_POSTGRES"
-HOW = f"set {ENV}=postgresql://user@127.0.0.1:PORT/db; .ci/run starts one"
+HOW = (f"set {ENV}=postgresql://user@127.0.0.1:PORT/db, or install Debian's postgresql "
+       "and the test session starts one")
+
+#: How a skip for want of a server begins (conftest folds those skips into one line).
+NO_SERVER = "no PostgreSQL server for the tests"
 
 
 def postgres_url() -> str:
     """The test server's url; skips the test (fails it in CI) when there is none."""
     url = os.environ.get(ENV, "")
-    problem = "" if url else f"no PostgreSQL server for the tests: {HOW}"
+    problem = "" if url else f"{NO_SERVER}: {HOW}"
     if not problem:
         try:
             import psycopg  # noqa: F401  # the store imports it lazily; say so here first

@@ -31,11 +31,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._contract import RISKS, check_table
-from .._errors import AgtoolError
+from .._errors import AgtoolError, TableError
 from .._gate import DEFAULT_SCOPE
 from .._jsonschema import FORMATS, export_tools, openai_strict_problems
 from .._jsonschema.lint import format_findings, lint_file, lint_table
-from .._loader import TableError, load_table
+from .._loader import load_table
 from .._records import CallRecord, JsonLinesSink
 from .._store import SqliteStore
 from .writes import add_writes

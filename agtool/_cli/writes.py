@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from .._loader import TableError
+from .._errors import TableError
 from .._store import StoredWrite, WriteStore, open_store
 
 __all__ = ["add_writes"]

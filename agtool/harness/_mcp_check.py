@@ -63,11 +63,11 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from .._errors import AgtoolError
+from .._errors import ServerGone, UpstreamUnavailable
 from .._gate import Gate
 from .._jsonschema import SchemaError, ToolDefinition, import_tool, tool_definition
 from .._reasons import shown
-from ..mcp._proxy import _LISTED_KEYS, UpstreamUnavailable
+from ..mcp._proxy import _LISTED_KEYS
 from ..mcp._proxy import _cause as _first_cause
 
 __all__ = [
@@ -77,7 +77,6 @@ __all__ = [
     "CheckItem",
     "ItemResult",
     "McpTarget",
-    "ServerGone",
     "Transport",
     "choose_seed",
     "item_test",
@@ -100,10 +99,6 @@ _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitio
 _SCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
 _SCHEMA_KEYS = frozenset({"items", "additionalProperties", "not", "if", "then", "else",
                           "contains"})
-
-
-class ServerGone(AgtoolError, ConnectionError):
-    """The server died, hung or closed the session during a call."""
 
 
 # --- The server under test ---------------------------------------------------------------------

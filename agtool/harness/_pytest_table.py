@@ -58,8 +58,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .._contract import check_table
-from .._errors import ContractError
-from .._loader import TableError
+from .._errors import ContractError, TableError
 from .._loader import load_table as _load_table
 from ._pytest_options import options
 

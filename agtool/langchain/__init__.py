@@ -31,10 +31,11 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from .._authority import Approval
+from .._errors import ToolFailed
 from .._gate import Gate
 from ._answer import APPROVALS_KEY, SCOPE_KEY, refused, tool_message, unknown_tool
 from ._tools import GatedTool, gated_tools
-from ._wrap import AsyncHandler, GateWrapper, Handler, ToolFailed
+from ._wrap import AsyncHandler, GateWrapper, Handler
 
 if TYPE_CHECKING:
     from ._middleware import GateMiddleware

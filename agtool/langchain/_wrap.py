@@ -34,11 +34,11 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from .._authority import Approval
-from .._errors import NotApplied
+from .._errors import NotApplied, ToolFailed
 from .._gate import Gate
 from ._answer import Caller, tool_message
 
-__all__ = ["GateWrapper", "ToolFailed"]
+__all__ = ["GateWrapper"]
 
 Handler = Callable[[ToolCallRequest], "ToolMessage | Command[Any]"]
 AsyncHandler = Callable[[ToolCallRequest], "Awaitable[ToolMessage | Command[Any]]"]
@@ -46,10 +46,6 @@ AsyncHandler = Callable[[ToolCallRequest], "Awaitable[ToolMessage | Command[Any]
 #: The agent's tool for the call under way, as ``(tool name, args -> value)``.
 _BOUND: ContextVar[tuple[object, Callable[[dict[str, Any]], Any]] | None] = ContextVar(
     "agtool_lc_bound", default=None)
-
-
-class ToolFailed(Exception):
-    """The agent's tool answered an error ``ToolMessage``: to the gate, a body that raised."""
 
 
 class _Bubble(NotApplied):

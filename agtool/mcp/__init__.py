@@ -35,6 +35,7 @@ import anyio
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+from .._errors import UpstreamUnavailable
 from .._gate import DEFAULT_SCOPE, Gate
 from .._jsonschema import IMPORTED_EFFECTS, mcp_annotations
 from .._records import RecordSink
@@ -44,7 +45,6 @@ from ._proxy import (
     DEFAULT_UPSTREAM_TIMEOUT,
     UPSTREAM_TOOL_ERROR,
     Upstream,
-    UpstreamUnavailable,
     gated_table,
     proxy_server,
 )

@@ -26,13 +26,13 @@ import mcp.types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.server.lowlevel import Server
 
-from .._errors import AgtoolError, UpstreamError
+from .._errors import UpstreamError, UpstreamUnavailable
 from .._gate import Gate
 from .._jsonschema import SchemaError, import_tool, tool_definition
 from .._records import CallRecord
 from ._serve import Forward, build_server
 
-__all__ = ["DEFAULT_UPSTREAM_TIMEOUT", "UPSTREAM_TOOL_ERROR", "Upstream", "UpstreamUnavailable",
+__all__ = ["DEFAULT_UPSTREAM_TIMEOUT", "UPSTREAM_TOOL_ERROR", "Upstream",
            "gated_table", "proxy_server"]
 
 _log = logging.getLogger("agtool")
@@ -45,10 +45,6 @@ DEFAULT_UPSTREAM_TIMEOUT = 60.0
 # What an MCP tool listing may carry that the importer reads; the rest
 # (``execution``, ``icons``, ``_meta``) validates nothing.
 _LISTED_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
-
-
-class UpstreamUnavailable(AgtoolError, ConnectionError):
-    """The upstream server did not start, or did not list its tools: there is nothing to serve."""
 
 
 def _cause(exc: BaseException) -> str:

@@ -137,3 +137,44 @@ def test_readme_mcp_commands_serve_a_real_client(argv: list[str], tmp_path: Path
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+_GLUE_NAME = re.compile(r"\b(build_graph|gated_tools|gated_tool_node|GateMiddleware)\(")
+
+
+def _glue_calls() -> list[str]:
+    """Every adapter call in the glue table, each up to its own closing parenthesis."""
+    table = README[README.index("| where the agent runs | the glue |"):]
+    table = table[:table.index("\n\n")]
+    calls = []
+    for match in _GLUE_NAME.finditer(table):
+        depth, end = 0, match.end() - 1
+        for end in range(match.end() - 1, len(table)):
+            depth += {"(": 1, ")": -1}.get(table[end], 0)
+            if depth == 0:
+                break
+        calls.append(table[match.start():end + 1])
+    return calls
+
+
+def test_readme_glue_table_calls_run_as_written() -> None:
+    """Each adapter call in the glue table builds what it names, with the arguments shown."""
+    from langchain_core.tools import tool
+
+    from agtool import Gate, tools
+    from agtool.graph import build_graph
+    from agtool.langchain import GateMiddleware, gated_tool_node, gated_tools
+
+    @tool
+    def stock_lookup(sku: str) -> dict[str, object]:
+        """The stock of a SKU."""
+        return {}
+
+    namespace = {"gate": Gate(tools.TOOLS), "tools": [stock_lookup], "build_graph": build_graph,
+                 "gated_tools": gated_tools, "gated_tool_node": gated_tool_node,
+                 "GateMiddleware": GateMiddleware}
+    calls = _glue_calls()
+    assert {call.partition("(")[0] for call in calls} == {
+        "build_graph", "gated_tools", "gated_tool_node", "GateMiddleware"}
+    for call in calls:
+        assert eval(call, namespace) is not None, call  # noqa: S307 - the README's own text
