@@ -17,6 +17,7 @@ provider set, runs exactly as before: nothing is wrapped or chained.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import logging
 import os
 import time
@@ -29,7 +30,6 @@ from opentelemetry import metrics, trace
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 
-from .. import __version__
 from .._contract import ToolContract
 from .._gate import Gate
 from .._records import CallRecord, RecordSink, shown_tool
@@ -52,9 +52,20 @@ from ._attributes import (
 __all__ = ["CALL_METHODS", "CAPTURE_ENV", "instrument", "is_instrumented", "uninstrument"]
 
 _log = logging.getLogger("agtool")
+
+
+def _installed_version() -> str | None:
+    """agtool's version as installed, for the instrumentation scope (none from a bare checkout)."""
+    try:
+        return importlib.metadata.version("agtool-gate")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 #: The gate's methods that make a call: each is wrapped on an instrumented gate.
 CALL_METHODS = ("call_tool", "acall_tool", "call_for_model", "acall_for_model")
 _SCOPE = "agtool.otel"
+_VERSION = _installed_version()
 #: The GenAI instrumentations' switch for capturing content (opentelemetry-util-genai).
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 #: Its values that put content on spans; any other (``false``, ``event_only``) does not.
@@ -184,9 +195,9 @@ class _Tracing:
         self.capture = capture_content
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
-        self.tracer = (trace.get_tracer(_SCOPE, __version__, tracer_provider)
+        self.tracer = (trace.get_tracer(_SCOPE, _VERSION, tracer_provider)
                        if tracer_provider is not None else None)
-        meter = (meter_provider.get_meter(_SCOPE, __version__)
+        meter = (meter_provider.get_meter(_SCOPE, _VERSION)
                  if meter_provider is not None else metrics.NoOpMeter(_SCOPE))
         self.duration = meter.create_histogram(
             DURATION, unit="s", description="Duration of tool executions through the gate",

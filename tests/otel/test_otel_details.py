@@ -240,3 +240,21 @@ def test_a_write_held_by_another_call_is_claimed_as_the_store_says(
     held, done = exporter.get_finished_spans()
     assert (held.attributes or {})["agtool.write.state"] == "claimed"
     assert (done.attributes or {})["agtool.write.state"] == "done"
+
+
+def test_the_scope_names_the_installed_version_or_none(
+        spans: tuple[TracerProvider, InMemorySpanExporter],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The instrumentation scope's version is agtool-gate's as installed; a checkout that is
+    not installed gives none rather than failing."""
+    import importlib.metadata
+
+    from agtool.otel import _instrument
+
+    assert _instrument._installed_version() == importlib.metadata.version("agtool-gate")
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    assert _instrument._installed_version() is None
