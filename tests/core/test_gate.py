@@ -612,7 +612,7 @@ def test_parse_reason_splits_stage_check_and_arg(error: str, parts: tuple[str, s
 
 
 def test_reason_vocabulary_is_the_spec() -> None:
-    """The vocabulary holds exactly the reasons issue 2 names, plus echo."""
+    """The vocabulary holds exactly the reasons the dialect names, plus echo."""
     assert set(ARG_CHECKS) == {"missing", "unexpected", "type", "allowed", "min", "max",
                                "min_len", "max_len", "pattern", "echo"}
     assert set(ARG_REASONS) == {"unknown_tool", "not_object", "bad_contract"}

@@ -303,7 +303,7 @@ def test_a_failing_store_logs_no_sensitive_arg_or_returned_value(captured: Captu
     assert leaks(token, *captured.texts) == []
 
 
-# --- cases fixed by other parts of issue 12 (digests, memo keys, the store file) -------------
+# --- digests, memo keys and the store file ---------------------------------------------------
 # These fail on main d223754 and are meant to pass once those parts are merged.
 
 

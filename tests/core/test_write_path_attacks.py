@@ -1,4 +1,4 @@
-"""Review of the issue-12 side-effect path: each test is a promise that breaks today."""
+"""Attacks on the write path: lost replies, spent tokens, taken-over keys, settling after a body."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from agtool import Gate
 
-SECRET = "review12-secret-0123456789abcdef"  # noqa: S105 - a test's own secret
+SECRET = "write-path-secret-0123456789abcdef"  # noqa: S105 - a test's own secret
 ARGS_SPEC: dict[str, Any] = {"order": {"type": "str", "min_len": 1}}
 RETURNS: dict[str, Any] = {"order": {"type": "str"}}
 

@@ -109,7 +109,9 @@ def test_tool_specs_agree_from_table_gate_and_default() -> None:
 
 def test_tool_specs_pass_through_langchain_unchanged() -> None:
     """LangChain takes the specs as finished OpenAI tools, so nothing is re-derived from fn."""
-    for spec in tool_specs():
+    specs = tool_specs()
+    assert [spec["function"]["name"] for spec in specs] == list(tools.TOOLS)
+    for spec in specs:
         assert convert_to_openai_tool(spec) == spec
 
 

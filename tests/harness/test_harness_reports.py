@@ -169,6 +169,25 @@ def test_the_readme_pytest_commands_are_ones_pytest_takes(pytester: pytest.Pytes
 
 
 @pytest.mark.slow
+def test_an_item_whose_setup_breaks_is_an_error_in_the_summary(pytester: pytest.Pytester
+                                                               ) -> None:
+    """A harness item that never got to run (its setup raised) is "error", not "failed" nor
+    "passed", with its failure counted: what a CI step reads from the summary."""
+    project(pytester, INSIDE)
+    pytester.makeconftest(PROFILE + textwrap.dedent("""
+        def pytest_runtest_setup(item):
+            if item.get_closest_marker("agtool") is not None and "memo" in item.name:
+                raise RuntimeError("the setup of this item broke")
+    """))
+    result = run(pytester, "--agtool-only", "--agtool-summary=summary.ndjson", "-k", "memo")
+    result.assert_outcomes(errors=1, deselected=result.parseoutcomes()["deselected"])
+    lines = [json.loads(line) for line in
+             (pytester.path / "summary.ndjson").read_text().splitlines()]
+    assert [(line["property"], line["outcome"], line["failures"]) for line in lines] == [
+        ("memo", "error", 1)]
+
+
+@pytest.mark.slow
 def test_a_text_seed_is_taken_as_hypothesis_takes_it(pytester: pytest.Pytester) -> None:
     """``--hypothesis-seed`` may be any text: the harness draws with one int made of it (it
     raised ValueError on a text seed before), and says which, so the run replays."""

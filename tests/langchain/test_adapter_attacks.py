@@ -649,3 +649,7 @@ def test_a_trusted_tool_that_hangs_is_answered_an_error_too(tmp_path: Path) -> N
     assert result.is_error is True
     assert "TimeoutError" in result.content[0].text
     assert [run["tool"] for run in hostile_runs(tmp_path / "runs")] == ["hang"]
+    records = [json.loads(line) for line in
+               (tmp_path / "records.jsonl").read_text("utf-8").splitlines()]
+    assert [(record["tool"], record["ok"], record["code"], record["reason"])
+            for record in records] == [("hang", False, "UPSTREAM_ERROR", "ungated")]

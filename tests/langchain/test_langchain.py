@@ -681,6 +681,7 @@ def test_tool_node_schema_is_the_gates() -> None:
     """The tools of gated_tool_node(gate) convert to the gate's exported schemas."""
     desk = Desk()
     node = gated_tool_node(Gate(desk.table))
+    assert set(node.tools_by_name) == set(desk.table)  # so the loop below checks every tool
     for name, bound in node.tools_by_name.items():
         assert convert_to_openai_tool(bound)["function"]["parameters"] == gate_schema(
             desk.table, name)

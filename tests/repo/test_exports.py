@@ -10,7 +10,7 @@ import pytest
 
 import agtool
 
-#: The public names issue 2 defines. A name added to or dropped from the package
+#: The public names the package defines. A name added to or dropped from the package
 #: must be added to or dropped from here too, on purpose.
 PUBLIC = {
     "ARG_CHECKS",
