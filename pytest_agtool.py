@@ -17,7 +17,8 @@ MCP server's elsewhere), lives here, read from the items alone:
 - ``item.user_properties`` holds ``("examples", N)``, ``("failures", N)`` and
   ``("seed", S)`` once the item ran, so ``--junitxml`` carries them;
 - ``--agtool-summary=PATH`` writes one NDJSON line per harness item: source,
-  tool, property, case, outcome, examples, failures, seed, duration;
+  tool, property, case, outcome, examples, failures, seed, duration, and an MCP
+  item's verdict (``warned`` and ``inconclusive`` besides pytest's outcomes);
 - ``session_seed(config)``: one seed for every harness item of the session, the
   same in every xdist worker, so one seed replays the whole run.
 """
@@ -42,6 +43,12 @@ REPRODUCE_OPTION = "agtool_reproduce"
 MARKER = "agtool"
 MCP_OPTION = "agtool_mcp"
 WRITES_OPTION = "agtool_allow_writes"
+ALLOW_TOOL_OPTION = "agtool_allow_tool"
+ENV_OPTION = "agtool_env"
+EXAMPLES_OPTION = "agtool_examples"
+ITEM_OPTION = "agtool_item"
+TIMEOUT_OPTION = "agtool_timeout"
+STRICT_OPTION = "agtool_strict"
 _SEED = pytest.StashKey[int]()
 #: Where an xdist worker finds the seed its controller chose.
 _SEED_INPUT = "agtool_seed"
@@ -113,6 +120,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with --agtool-mcp, also call the tools that may write (no readOnlyHint: true); "
              "without it their items are skipped",
     )
+    group.addoption(
+        "--agtool-allow-tool", dest=ALLOW_TOOL_OPTION, action="append", default=[],
+        metavar="NAME", help="with --agtool-mcp, also call this tool though it may write "
+                             "(repeatable): one known to be safe",
+    )
+    group.addoption(
+        "--agtool-env", dest=ENV_OPTION, action="append", default=[], metavar="NAME[=VALUE]",
+        help="with --agtool-mcp, pass this variable to the server (repeatable); it gets only "
+             "the MCP SDK's safe environment otherwise",
+    )
+    group.addoption(
+        "--agtool-examples", dest=EXAMPLES_OPTION, default=None, metavar="FILE",
+        help="with --agtool-mcp, calls that should succeed: a JSON object of tool name -> list "
+             "of argument objects",
+    )
+    group.addoption(
+        "--agtool-item", dest=ITEM_OPTION, action="append", default=[], metavar="TOOL::LABEL",
+        help="with --agtool-mcp, run only this item, named exactly (repeatable)",
+    )
+    group.addoption(
+        "--agtool-timeout", dest=TIMEOUT_OPTION, default=None, metavar="[TOOL=]SECONDS",
+        action="append", help="with --agtool-mcp, the seconds a call may take (per tool with "
+                              "TOOL=SECONDS; repeatable)",
+    )
+    group.addoption(
+        "--agtool-strict", dest=STRICT_OPTION, action="store_true", default=False,
+        help="with --agtool-mcp, a warning fails its item",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -137,7 +172,13 @@ def pytest_configure(config: pytest.Config) -> None:
         marker=MARKER, seed=session_seed(config), given_seed=given_seed(config),
         tables=tuple(tables), stub_bodies=bool(config.getoption(STUB_OPTION)),
         reproduce=config.getoption(REPRODUCE_OPTION), mcp_targets=tuple(targets),
-        allow_writes=bool(config.getoption(WRITES_OPTION)))
+        allow_writes=bool(config.getoption(WRITES_OPTION)),
+        mcp_allow_tools=tuple(config.getoption(ALLOW_TOOL_OPTION)),
+        mcp_env=tuple(config.getoption(ENV_OPTION)),
+        mcp_examples=config.getoption(EXAMPLES_OPTION),
+        mcp_items=tuple(config.getoption(ITEM_OPTION)),
+        mcp_timeouts=tuple(config.getoption(TIMEOUT_OPTION) or ()),
+        mcp_strict=bool(config.getoption(STRICT_OPTION)))
     if tables:
         config.pluginmanager.register(table_items, "agtool-harness")
     if targets:
@@ -185,6 +226,8 @@ class _Summary:
         for key in ("examples", "failures", "seed"):
             if key in properties:
                 line[key] = properties[key]
+        if "verdict" in info:  # an MCP item's own verdict: warned and inconclusive too
+            line["verdict"] = info["verdict"]
         if report.failed:
             line["outcome"] = "failed" if report.when == "call" else "error"
             line["failures"] = max(1, int(line["failures"] or 0))

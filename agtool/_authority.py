@@ -269,12 +269,14 @@ def gate_scope(scope: Collection[str]) -> frozenset[str]:
 
 
 def approved(keys: Keys, tool: str, exact: str, approvals: Iterable[object], run_id: object,
-             step_id: object, spend: Callable[[str, float | None], bool]) -> bool:
+             step_id: object, spend: Callable[[str, float | None], bool],
+             args: object = None) -> bool:
     """Whether one of ``approvals`` is a valid token covering this exact call; never raises.
 
     ``exact`` is the keyed digest of the checked args (``""``: none, which no
     token covers). A single-use token counts only when ``spend`` says it was
-    not used before.
+    not used before. A token made with one of ``keys.earlier`` (a secret since
+    rotated) covers the call when it is bound to ``args``'s digest under it.
     """
     if not exact:
         return False
@@ -289,9 +291,16 @@ def approved(keys: Keys, tool: str, exact: str, approvals: Iterable[object], run
                 continue
             try:
                 fields = _verified(keys, token)
+                bound_to = exact
+                for earlier in keys.earlier if fields is None else ():
+                    fields = _verified(earlier, token)
+                    if fields is not None:
+                        bound_to = earlier.digest(args)
+                        break
             except Exception:  # one token that cannot be read covers nothing; others may
                 fields = None
-            if fields is None or not _covers(fields, tool, exact, run_id, step_id, now):
+            if fields is None or not bound_to or not _covers(fields, tool, bound_to, run_id,
+                                                               step_id, now):
                 continue
             if fields["once"] and not spend(fields["id"], fields["exp"]):
                 continue

@@ -13,6 +13,9 @@ one meant for tool bodies to raise, and the gate turns it into a reason.
     │   start or list its tools
     ├── ServerGone (also a ConnectionError): an MCP server under check that died, hung or
     │   closed the session during a call
+    │   └── Unresponsive: a call and the ping after it both got no answer in time
+    ├── LongRunning (also a TimeoutError): a call still at work when its time limit ended,
+    │   on a server that still answers a ping
     └── ToolFailed: a LangChain agent's own tool answered an error ``ToolMessage`` (to the
         gate, a body that raised)
 
@@ -21,8 +24,9 @@ one meant for tool bodies to raise, and the gate turns it into a reason.
 
 from __future__ import annotations
 
-__all__ = ["AgtoolError", "ContractError", "NotApplied", "SchemaError", "ServerGone", "TableError",
-           "ToolFailed", "UpstreamError", "UpstreamUnavailable"]
+__all__ = ["AgtoolError", "ContractError", "LongRunning", "NotApplied", "SchemaError",
+           "ServerGone", "TableError", "ToolFailed", "Unresponsive", "UpstreamError",
+           "UpstreamUnavailable"]
 
 
 class AgtoolError(Exception):
@@ -66,11 +70,20 @@ class TableError(AgtoolError, ValueError):
 
 
 class UpstreamUnavailable(AgtoolError, ConnectionError):
-    """The upstream server did not start, or did not list its tools: there is nothing to serve."""
+    """The upstream server did not start, did not list its tools, or was lost and could not be
+    restarted: there is nothing to serve."""
 
 
 class ServerGone(AgtoolError, ConnectionError):
     """The server died, hung or closed the session during a call."""
+
+
+class Unresponsive(ServerGone):
+    """A call got no answer in time, and neither did the ping sent after it: frozen."""
+
+
+class LongRunning(AgtoolError, TimeoutError):
+    """A call got no answer in time, but the server still answers a ping: it is busy."""
 
 
 class ToolFailed(AgtoolError):

@@ -81,6 +81,11 @@ class Gate(Queries):
     made ``0600`` with 32 random bytes on first use), else, for an in-memory
     store, a fresh random one. Any other store (a server store several
     machines share) needs ``secret=`` or ``AGTOOL_SECRET``: ``ValueError``.
+    A store records which secrets made its keys: a gate without each of them
+    is refused (``SecretMismatch``, a ``ValueError``) unless it is given the
+    old ones as ``old_secrets`` (or ``AGTOOL_OLD_SECRETS``, comma-separated):
+    keys and approvals made with them are then still found and honoured, and
+    new ones are made with ``secret``.
     """
 
     def __init__(self, table: Mapping[str, Mapping[str, Any]], *,
@@ -89,7 +94,8 @@ class Gate(Queries):
                  records: RecordSink | None = None, pending_wait: float = 2.0,
                  memo_size: int = DEFAULT_MEMO_SIZE, memo_ttl: float = DEFAULT_MEMO_TTL,
                  clock: Callable[[], float] = time.monotonic, lease: float = DEFAULT_LEASE,
-                 workers: int = DEFAULT_WORKERS, secret: bytes | str | None = None) -> None:
+                 workers: int = DEFAULT_WORKERS, secret: bytes | str | None = None,
+                 old_secrets: Iterable[bytes | str] | None = None) -> None:
         contracts = check_table(table)
         self._scope = gate_scope(scope)
         for name, seconds in (("memo_ttl", memo_ttl), ("lease", lease)):
@@ -100,13 +106,13 @@ class Gate(Queries):
             opened = store = open_store(store)
         self._store = store
         try:
-            self._keys = gate_keys(secret, self._store)
+            self._keys = gate_keys(secret, self._store, old_secrets)
+            if self._store is not None:
+                bind_store(self._store, self._keys)  # refused if its keys need another secret
         except ValueError:
             if opened is not None:
                 opened.close()  # opened here for nothing: a server store needs a secret
             raise
-        if self._store is not None:
-            bind_store(self._store, self._keys)
         pool = BodyPool(workers)
         self._store_lock = threading.Lock()
         self.records = records

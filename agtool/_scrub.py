@@ -13,6 +13,20 @@ as an alternation of whole spellings whose non-space parts are joined by
 literal, so Python's ``re`` cannot backtrack more than a spelling's length at
 any position of the text it is shown.
 
+Beyond whole spellings, each value of at most ``SPELLED_CHARS`` characters
+is also looked for character by character, each character in any of its
+spellings and in any mix of them (``_char_spellings``): JSON's ``\\uXXXX``
+of any character (a surrogate pair above the BMP) and ``\\/``, Python's
+``\\x``/``\\u``/``\\U`` escapes, HTML named, decimal and hex entities
+(leading zeros allowed), and URL percent-encoding of its UTF-8 bytes; and so
+in each of its Unicode normal forms (NFC, NFD, NFKC, NFKD). Its UTF-8 bytes
+are looked for as hex (either case) and as base64, standard and URL-safe, at
+each of the three alignments it can have inside a longer encoded text (an
+echoed ``Authorization: Basic`` header). Last, in a value of at least
+``RUN_VALUE`` characters, any run of at least ``RUN_CHARS`` of its characters
+(a prefix or suffix an upstream cut, a middle part) is taken out of the text
+as written (``_runs``).
+
 A value with fewer than ``MIN_CHARS`` non-space characters (a 3-digit PIN, a
 flag) cannot be told apart from ordinary text, and values adding up to more
 than ``MAX_CHARS`` characters cannot be looked for cheaply: where a call has
@@ -22,12 +36,15 @@ such a value its excerpts are dropped and its tracebacks are not logged
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import html
+import html.entities
 import json
 import logging
 import re
 import traceback
+import unicodedata
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, quote_plus
 
@@ -35,7 +52,8 @@ from ._contract import Spec, ToolContract
 
 # ``REDACTED`` is defined here and made public through ``_records``, its one home in
 # the package's exports.
-__all__ = ["MAX_CHARS", "MIN_CHARS", "NO_SECRETS", "TRACEBACK_CHARS",
+__all__ = ["MAX_CHARS", "MIN_CHARS", "NO_SECRETS", "RUN_CHARS", "RUN_VALUE", "SPELLED_CHARS",
+           "TRACEBACK_CHARS",
            "Scrubber", "call_secrets", "log_scrubbed", "scrub", "sensitive_args",
            "sensitive_returned"]
 
@@ -47,6 +65,13 @@ MIN_CHARS = 4
 MAX_CHARS = 1 << 13
 #: The most characters of a scrubbed traceback a log line carries.
 TRACEBACK_CHARS = 1 << 15
+
+#: Values up to this long are also looked for character by character, in any mix of spellings.
+SPELLED_CHARS = 256
+#: In a value this long or longer, any run of ``RUN_CHARS`` of its characters is taken out.
+RUN_VALUE, RUN_CHARS = 12, 8
+#: Base64 of fewer value bytes than this is not looked for: too likely in ordinary text.
+_MIN_B64_BYTES = 6
 
 _SPACE = re.compile(r"\s+")
 _UNCOMPILED = object()
@@ -65,7 +90,80 @@ def _spellings(value: str) -> set[str]:
     with contextlib.suppress(UnicodeError):  # a lone surrogate has no UTF-8 bytes to encode
         forms.update(encode(value, safe=safe) for encode in (quote, quote_plus)
                      for safe in _URL_SAFE)
+        forms.update(_byte_spellings(value.encode("utf-8")))
     return forms
+
+
+def _byte_spellings(raw: bytes) -> set[str]:
+    """``raw`` as hex, and as base64 (standard and URL-safe) wherever it sits in a longer
+    encoded text: for each of the three alignments, the characters its bytes alone decide."""
+    forms = {raw.hex()}
+    for start in range(3):
+        aligned = raw[start:start + 3 * ((len(raw) - start) // 3)]
+        if len(aligned) >= _MIN_B64_BYTES:
+            forms.update(_b64(aligned))
+    whole = _b64(raw)  # the value alone, with its padding and without
+    forms.update(whole)
+    forms.update(form.rstrip("=") for form in whole)
+    return forms
+
+
+def _b64(raw: bytes) -> tuple[str, str]:
+    return base64.b64encode(raw).decode("ascii"), base64.urlsafe_b64encode(raw).decode("ascii")
+
+
+#: JSON's and Python's short escapes, by character.
+_SHORT_ESCAPES = {"\"": ('\\"',), "\\": ("\\\\",), "/": ("\\/",), "\n": ("\\n",),
+                  "\t": ("\\t",), "\r": ("\\r",), "\b": ("\\b",), "\f": ("\\f",),
+                  "'": ("\\'",)}
+
+
+def _char_spellings(ch: str) -> str:
+    """A regex for one character in any of its spellings (hex case left to IGNORECASE)."""
+    code = ord(ch)
+    forms = {re.escape(ch)}
+    forms.update(re.escape(form) for form in _SHORT_ESCAPES.get(ch, ()))
+    if code > 0xFFFF:
+        high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+        forms.add(re.escape(f"\\u{high:04x}\\u{low:04x}"))
+        forms.add(re.escape(f"\\U{code:08x}"))
+    else:
+        forms.add(re.escape(f"\\u{code:04x}"))
+    if code < 0x100:
+        forms.add(re.escape(f"\\x{code:02x}"))
+    forms.add(f"&#0*{code};")
+    forms.add(f"&#x0*{code:x};")
+    name = html.entities.codepoint2name.get(code)
+    if name is not None:
+        forms.add(f"&{name};")
+    if ch == "'":
+        forms.add("&apos;")
+    with contextlib.suppress(UnicodeError):
+        forms.add(re.escape("".join(f"%{byte:02x}" for byte in ch.encode("utf-8"))))
+    return "(?:" + "|".join(sorted(forms, key=len, reverse=True)) + ")"
+
+
+#: One run of whitespace in a value, in any spelling: it may also be dropped in the text.
+_SPACE_SPELLED = (r"(?:\s|\\[ntr]|\\u00(?:20|09|0a|0d|a0)|\\x(?:20|09|0a|0d|a0)|\+"
+                  r"|%(?:20|09|0a|0d|c2%a0)|&#0*(?:32|9|10|13|160);|&#x0*(?:20|9|a|d|a0);"
+                  r"|&nbsp;)*")
+
+
+def _spelled(value: str) -> set[str]:
+    """Regexes for ``value`` character by character, in each of its Unicode normal forms."""
+    patterns = set()
+    for form in {value, *(unicodedata.normalize(nf, value)
+                          for nf in ("NFC", "NFD", "NFKC", "NFKD"))}:
+        parts = []
+        for piece in re.split(r"(\s+)", form):
+            if not piece:
+                continue
+            parts.append(_SPACE_SPELLED if piece.isspace()
+                         else "".join(_char_spellings(ch) for ch in piece))
+        pattern = "".join(parts).strip()
+        if pattern:
+            patterns.add(pattern)
+    return patterns
 
 
 class Scrubber:
@@ -78,12 +176,13 @@ class Scrubber:
     for none.
     """
 
-    __slots__ = ("_longest", "_pattern", "_reliable", "values")
+    __slots__ = ("_longest", "_pattern", "_reliable", "_runs", "values")
 
     def __init__(self, values: Iterable[str]) -> None:
         self.values = tuple(values)
         self._pattern: re.Pattern[str] | object | None = _UNCOMPILED
         self._longest = 0
+        self._runs = _Runs(())
         self._reliable = all(len("".join(value.split())) >= MIN_CHARS for value in self.values)
 
     @property
@@ -119,13 +218,23 @@ class Scrubber:
         # so a value inside another never leaves the longer one half redacted.
         alternatives = sorted({r"\s*".join(map(re.escape, part)) for part in parts},
                               key=len, reverse=True)
+        if self._reliable:
+            spelled = {pattern for value in self.values if len(value) <= SPELLED_CHARS
+                       for pattern in _spelled(value)}
+            alternatives += sorted(spelled - set(alternatives), key=len, reverse=True)
+            # A spelled character may take up to 12 characters of text (``&#x0001f600;``).
+            self._longest = max([self._longest, *(
+                12 * len(value) for value in self.values if len(value) <= SPELLED_CHARS)])
+        # As written, and as an excerpt or an upstream collapses or drops its whitespace.
+        self._runs = _Runs({form for value in self.values if len(value) >= RUN_VALUE
+                            for form in (value, " ".join(value.split()), "".join(value.split()))})
         self._pattern = (re.compile("|".join(alternatives), re.IGNORECASE)
                          if alternatives else None)
 
     def text(self, text: str) -> str:
         """``text`` with every spelling of every value replaced, however short the value."""
         pattern = self.pattern
-        return text if pattern is None else pattern.sub(REDACTED, text)
+        return self._runs.out_of(text if pattern is None else pattern.sub(REDACTED, text))
 
     def excerpt(self, text: str, limit: int) -> str | None:
         """The first ``limit`` characters of ``text`` with its whitespace collapsed, scrubbed
@@ -150,7 +259,7 @@ class Scrubber:
             out.append(piece)
             size += len(piece)
             pos = found.end()
-        return "".join(out)[:limit]
+        return self._runs.out_of("".join(out))[:limit]
 
     def exception_text(self, exc: BaseException) -> str | None:
         """``exc`` formatted as ``logging`` would (chained causes, contexts, notes and
@@ -165,6 +274,47 @@ class Scrubber:
         if len(scrubbed) > TRACEBACK_CHARS:
             scrubbed = scrubbed[:TRACEBACK_CHARS] + "\n[traceback cut]"
         return scrubbed
+
+
+class _Runs:
+    """Any run of ``RUN_CHARS`` or more of a long value's characters, as written, found by
+    its first ``RUN_CHARS`` (a dict of every such window of every value) and grown as far as
+    the value goes: a truncated echo leaves none of the value's characters it has behind."""
+
+    __slots__ = ("_windows",)
+
+    def __init__(self, values: Iterable[str]) -> None:
+        self._windows: dict[str, list[tuple[str, int]]] = {}
+        for value in values:
+            for start in range(len(value) - RUN_CHARS + 1):
+                window = value[start:start + RUN_CHARS]
+                if len("".join(window.split())) >= MIN_CHARS:  # never a run of spaces
+                    self._windows.setdefault(window, []).append((value, start))
+
+    def out_of(self, text: str) -> str:
+        windows = self._windows
+        if not windows or len(text) < RUN_CHARS:
+            return text
+        out: list[str] = []
+        i = kept = 0
+        while i <= len(text) - RUN_CHARS:
+            found = windows.get(text[i:i + RUN_CHARS])
+            if found is None:
+                i += 1
+                continue
+            size = max(_common(text, i, value, start) for value, start in found)
+            out.append(text[kept:i] + REDACTED)
+            i = kept = i + size
+        out.append(text[kept:])
+        return "".join(out)
+
+
+def _common(text: str, at: int, value: str, start: int) -> int:
+    size = RUN_CHARS
+    while (at + size < len(text) and start + size < len(value)
+           and text[at + size] == value[start + size]):
+        size += 1
+    return size
 
 
 #: The scrubber of a call with no sensitive values: text passes unchanged.

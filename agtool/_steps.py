@@ -68,7 +68,14 @@ from ._run import (
 from ._scrub import NO_SECRETS, call_secrets, log_scrubbed
 from ._stats import Counts
 from ._store import CONFLICT, DONE, RUN, UNKNOWN, WriteStore, new_owner
-from ._writes import mark_unknown, release, store_outcome, stored_envelope, write_key
+from ._writes import (
+    mark_unknown,
+    release,
+    rotated_key,
+    store_outcome,
+    stored_envelope,
+    write_key,
+)
 
 __all__ = ["POLL_SECONDS", "Held", "Ready", "Runtime", "Tool", "arun", "call_async",
            "call_sync", "conclude", "prepare", "reclaim", "run_sync"]
@@ -273,7 +280,7 @@ def prepare(runtime: Runtime, tool: Tool, args: object, echo: object,
     exact = runtime.keys.digest(snapshot) if tool.needs_approval or tool.writes else ""
     approval: bool | tuple[str, float | None] = True
     if tool.needs_approval:
-        approval = _approval(runtime, tool, exact, approvals, run_id, step_id)
+        approval = _approval(runtime, tool, exact, approvals, run_id, step_id, snapshot)
         if approval is False:
             counts.denied += 1
             return Outcome(failure(AUTH_APPROVAL), args=snapshot)
@@ -282,6 +289,12 @@ def prepare(runtime: Runtime, tool: Tool, args: object, echo: object,
                         run_id, step_id)
         if key is None or not exact:
             return Outcome(failure(WRITE_NO_KEY), args=snapshot)
+        if runtime.keys.earlier:  # a write made before the secret changed is found by its key
+            found = rotated_key(runtime.keys, runtime.store, tool.name, tool.contract.key_args,
+                                snapshot, key, exact, run_id, step_id)
+            if found is None:
+                return Outcome(failure(WRITE_STORE), args=snapshot)
+            key, exact = found
         deadline = time.monotonic() + runtime.pending_wait
         return reclaim(runtime, Held(tool, snapshot, exact, key, deadline,
                                      approval if isinstance(approval, tuple) else None))
@@ -295,7 +308,8 @@ def prepare(runtime: Runtime, tool: Tool, args: object, echo: object,
 
 
 def _approval(runtime: Runtime, tool: Tool, exact: str, approvals: Iterable[Approval],
-              run_id: object, step_id: object) -> bool | tuple[str, float | None]:
+              run_id: object, step_id: object,
+              args: dict[str, Any]) -> bool | tuple[str, float | None]:
     """``False`` if no approval covers this call, else ``True``, or, for a write let through
     by a single-use token, that token: spent only once its key is claimed to run."""
     deferred: list[tuple[str, float | None]] = []
@@ -306,7 +320,7 @@ def _approval(runtime: Runtime, tool: Tool, exact: str, approvals: Iterable[Appr
             return True
         return spend_once(runtime.store(), token_id, expires_at)
 
-    if not approved(runtime.keys, tool.name, exact, approvals, run_id, step_id, spend):
+    if not approved(runtime.keys, tool.name, exact, approvals, run_id, step_id, spend, args):
         return False
     return deferred[0] if deferred else True
 
@@ -328,11 +342,14 @@ def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
     caller pauses, as its path allows, and calls again with what this answered.
     """
     tool = held.tool
+    store: WriteStore | None = None
     try:
         store = runtime.store()
         claim = store.claim(held.key, tool.name, held.exact, held.owner, runtime.lease)
     except Exception as exc:
         _log.error("idempotency store failed to claim %s (%s)", held.key, type(exc).__name__)
+        if store is not None:  # a claim that landed before the failure: nothing ran under it
+            release(store, held.key, held.owner)
         return Outcome(failure(WRITE_STORE), args=held.args)
     if claim.state == RUN:
         return _spent(runtime, held, taken_over=False) or Ready(
@@ -354,6 +371,7 @@ def reclaim(runtime: Runtime, held: Held) -> Outcome | Held | Ready:
         except Exception as exc:
             _log.error("idempotency store failed to take over %s (%s)", held.key,
                        type(exc).__name__)
+            mark_unknown(store, held.key, held.owner)  # a take-over that landed: unknown again
             return Outcome(failure(WRITE_STORE), args=held.args)
         if taken:
             return _spent(runtime, held, taken_over=True) or Ready(

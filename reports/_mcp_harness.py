@@ -55,6 +55,8 @@ def measure_mcp_harness(progress: Progress, examples: int | None = None
                        for prop in PROPERTIES],
         "failed_items": [f"{result.item.tool} {result.item.label}" for result in results
                          if result.outcome == "failed"],
+        "warned_items": [f"{result.item.tool} {result.item.label}" for result in results
+                         if result.outcome == "warned"],
         "skipped": sorted({_why_not_run(result) for result in results
                            if result.outcome == "skipped"}),
         "drawn": [{"class": name, "count": count} for name, count in sorted(drawn.items())],
@@ -73,7 +75,9 @@ def _property(prop: str, results: list[Any]) -> dict[str, Any]:
     return {"name": prop, "items": len(results),
             "skipped": sum(result.outcome == "skipped" for result in results),
             "examples": sum(result.examples for result in results),
-            "failures": sum(result.outcome == "failed" for result in results)}
+            "failures": sum(result.outcome == "failed" for result in results),
+            "warnings": sum(result.outcome == "warned" for result in results),
+            "inconclusive": sum(result.outcome == "inconclusive" for result in results)}
 
 
 def render_mcp_harness(figures: dict[str, Any] | None) -> list[str]:
@@ -86,13 +90,17 @@ def render_mcp_harness(figures: dict[str, Any] | None) -> list[str]:
         f"`agtool check --mcp` on `{figures['server']}`, {figures['profile']}: contracts "
         "imported from the server's own schemas, calls through the official MCP client.",
         "",
-        "| property | items | skipped | examples sent | items failed |",
-        "|---|---:|---:|---:|---:|",
+        "| property | items | skipped | examples sent | FAIL | WARN | inconclusive |",
+        "|---|---:|---:|---:|---:|---:|---:|",
         *(f"| {prop['name']} | {prop['items']} | {prop['skipped']} | {prop['examples']} | "
-          f"{prop['failures']} |" for prop in figures["properties"]),
+          f"{prop['failures']} | {prop.get('warnings', 0)} | {prop.get('inconclusive', 0)} |"
+          for prop in figures["properties"]),
         "",
         "Failed: " + (", ".join(f"`{item}`" for item in figures["failed_items"]) or "none")
         + ".",
+        "",
+        "Warned (a schema looser than the server): "
+        + (", ".join(f"`{item}`" for item in figures.get("warned_items", [])) or "none") + ".",
         "",
         "Not run: " + ("; ".join(figures["skipped"]) or "nothing") + ".",
         "",

@@ -45,13 +45,14 @@ def new_table() -> str:
 
 
 def drop_table(url: str, table: str) -> None:
-    """Drop a store's tables (the writes and the used tokens)."""
+    """Drop a store's tables (the writes, the used tokens and the marks)."""
     import psycopg
     from psycopg import sql
 
     with psycopg.connect(url, autocommit=True) as db:
-        db.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}").format(
-            sql.Identifier(table), sql.Identifier(f"{table}_tokens")))
+        db.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}, {}").format(
+            sql.Identifier(table), sql.Identifier(f"{table}_tokens"),
+            sql.Identifier(f"{table}_marks")))
 
 
 @contextlib.contextmanager

@@ -9,9 +9,9 @@
   (both need the ``mcp`` extra);
 - ``agtool writes list|resolve|forget --store PATH|URL`` shows an operator the
   write keys that are pending or whose outcome is unknown, and settles them;
-- ``agtool check --mcp CMD_OR_URL [--allow-writes]`` runs the harness's
-  properties over an MCP server's tools from the outside, and exits with
-  status 1 when any fails (needs the ``mcp`` extra).
+- ``agtool check --mcp CMD_OR_URL [--allow-writes] [--junit F] [--ndjson F]
+  [--html F]`` runs the harness's properties over an MCP server's tools from
+  the outside, and exits with status 1 when any fails (needs the ``mcp`` extra).
 
 ``--table`` modules are looked for in the current folder too. A reader that
 stops early (``agtool lint --json | head -1``) ends the command quietly, with
@@ -159,9 +159,17 @@ def _add_mcp(commands: Any) -> None:
     _add_gate_options(serve)
     serve.set_defaults(run=_mcp_serve)
     proxy = actions.add_parser(
-        "proxy", help="put a gate in front of an MCP server started as CMD ARGS...",
-        description="Start CMD as a stdio MCP server and serve its tools over stdio through "
-        "a gate built from its own schemas and annotations.")
+        "proxy", help="put a gate in front of an MCP server started as CMD ARGS... (or at --url)",
+        description="Start CMD as a stdio MCP server (or reach one over streamable HTTP at "
+        "--url) and serve its tools over stdio through a gate built from its own schemas and "
+        "annotations.")
+    _add_upstream_options(proxy)
+    proxy.add_argument("--pins", metavar="FILE",
+                       help="serve only the tools pinned in FILE as they were pinned "
+                       "(`agtool mcp pin`); read again whenever the upstream's tools change")
+    proxy.add_argument("--restarts", type=_count, default=None, metavar="N",
+                       help="restart a lost upstream at most N times a minute, then exit "
+                       "(default 5; 0: exit at the first loss)")
     proxy.add_argument("--trust-tool", action="append", default=[], metavar="NAME",
                        help="pass NAME through ungated (logged); repeatable")
     proxy.add_argument("--effect", action="append", default=[], metavar="NAME=EFFECT",
@@ -176,6 +184,24 @@ def _add_mcp(commands: Any) -> None:
     proxy.add_argument("upstream", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
                        help="the upstream server's command")
     proxy.set_defaults(run=_mcp_proxy)
+    pin = actions.add_parser(
+        "pin", help="pin the tools an MCP server lists now, for `agtool mcp proxy --pins`",
+        description="Start CMD (or reach --url), and write a digest of each listed tool's "
+        "name, description, schemas and annotations to FILE, replacing what it held.")
+    _add_upstream_options(pin)
+    pin.add_argument("--pins", required=True, metavar="FILE")
+    pin.add_argument("upstream", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+                     help="the upstream server's command")
+    pin.set_defaults(run=_mcp_pin)
+
+
+def _add_upstream_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", metavar="URL",
+                        help="a streamable HTTP MCP server (http://127.0.0.1:9000/mcp) instead "
+                        "of CMD")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME",
+                        help="hand the environment variable NAME to the upstream, beside the "
+                        "MCP SDK's default safe set (never AGTOOL_SECRET); repeatable")
 
 
 def _add_gate_options(parser: argparse.ArgumentParser) -> None:
@@ -193,6 +219,13 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535)")
     return port
+
+
+def _count(text: str) -> int:
+    count = int(text)
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{count} is not a count (0 or more)")
+    return count
 
 
 def _seconds(text: str) -> float:
@@ -245,21 +278,52 @@ def _mcp_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _upstream_of(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]] | None:
+    """The upstream's command and options, or ``None`` (said on stderr) when there is none."""
+    command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
+    if bool(command) == bool(args.url):
+        print("agtool mcp: give the upstream server's command after --, or --url, not both",
+              file=sys.stderr)
+        return None
+    if "AGTOOL_SECRET" in args.env:
+        print("agtool mcp: --env AGTOOL_SECRET: the gate's secret is never handed to the "
+              "upstream server", file=sys.stderr)
+        return None
+    return command, {"url": args.url, "env": args.env}
+
+
+def _mcp_pin(args: argparse.Namespace) -> int:
+    from .. import mcp
+
+    upstream = _upstream_of(args)
+    if upstream is None:
+        return EXIT_ERROR
+    _log_to_stderr("mcp pin")
+    try:
+        pins = mcp.pin(upstream[0], args.pins, **upstream[1])
+    except OSError as exc:
+        raise TableError(f"--pins {args.pins}: {exc}") from None
+    print(f"agtool mcp pin: {len(pins)} tools pinned in {args.pins}", file=sys.stderr)
+    return 0
+
+
 def _mcp_proxy(args: argparse.Namespace) -> int:
     from .. import mcp
 
-    command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
-    if not command:
-        print("agtool mcp: give the upstream server's command after --", file=sys.stderr)
+    upstream = _upstream_of(args)
+    if upstream is None:
         return EXIT_ERROR
+    command, upstream_options = upstream
     effects = dict(_pair(item, "=", "--effect") for item in args.effect)
     sensitive: dict[str, list[str]] = {}
     for item in args.sensitive:
         tool, field = _pair(item, ".", "--sensitive")
         sensitive.setdefault(tool, []).append(field)
     timeout = mcp.DEFAULT_UPSTREAM_TIMEOUT if args.timeout is None else args.timeout
+    restarts = mcp.DEFAULT_RESTARTS if args.restarts is None else args.restarts
     mcp.proxy(command, trust_tools=args.trust_tool, effects=effects, sensitive=sensitive,
-              timeout=timeout, **_gate_options(args))
+              timeout=timeout, pins=args.pins, restarts=restarts, **upstream_options,
+              **_gate_options(args))
     return 0
 
 
@@ -274,21 +338,44 @@ def _add_check(commands: Any) -> None:
     check = commands.add_parser(
         "check", help="run the harness's properties over an MCP server's tools",
         description="Start an MCP server (or reach one over streamable HTTP), import each "
-        "tool's contract from its own schemas, and check from the outside that single-defect "
-        "calls and models' mistakes are refused without breaking the session, that valid "
-        "calls are answered, and that results keep the outputSchema. Prints a line per "
-        f"failing item and a summary; exits with status {EXIT_FINDINGS} if any item fails.")
+        "tool's contract from its own schemas, and check from the outside that it keeps what "
+        "it declared: calls its schema refuses are refused, pinned on their defect; valid "
+        "calls are answered within the outputSchema; no error is answered as a success; the "
+        "server survives every call; its listing does not change; a secret planted in its "
+        "environment never comes back. Prints a line per finding (FAIL, WARN, INCONCLUSIVE) "
+        f"and a summary; exits with status {EXIT_FINDINGS} if any item fails (or warns, "
+        "under --strict).")
     check.add_argument("--mcp", required=True, metavar="COMMAND_OR_URL",
                        help="a command started as a stdio server ('python server.py'), or a "
                        "streamable HTTP URL (http://127.0.0.1:8000/mcp)")
     check.add_argument("--allow-writes", action="store_true",
                        help="also call the tools that may write (no readOnlyHint: true)")
+    check.add_argument("--allow-tool", action="append", default=[], metavar="NAME",
+                       help="also call this tool though it may write (repeatable)")
+    check.add_argument("--env", action="append", default=[], metavar="NAME[=VALUE]",
+                       help="pass this variable to a started server (repeatable); it gets only "
+                       "the MCP SDK's safe environment (HOME, PATH, ...) and a canary otherwise")
+    check.add_argument("--examples", metavar="FILE",
+                       help="calls that should succeed: a JSON object of tool name -> list of "
+                       "argument objects")
     check.add_argument("--seed", type=int, help="the seed of the calls drawn (default: 0 under "
                        "the ci profile, else a new one, printed)")
     check.add_argument("--profile", choices=("dev", "ci", "thorough"),
                        help="the Hypothesis profile (default: ci when CI is set, else dev)")
-    check.add_argument("--examples", type=int, metavar="N",
+    check.add_argument("--max-examples", type=int, metavar="N",
                        help="examples per item (default: the profile's, at most 10)")
+    check.add_argument("--timeout", type=float, metavar="SECONDS",
+                       help="the seconds a call may take (default: 15)")
+    check.add_argument("--tool-timeout", action="append", default=[], metavar="TOOL=SECONDS",
+                       help="the seconds a call of one tool may take (repeatable)")
+    check.add_argument("--item", action="append", default=[], metavar="TOOL::LABEL",
+                       help="run only this item, named exactly (repeatable)")
+    check.add_argument("--strict", action="store_true",
+                       help=f"exit with status {EXIT_FINDINGS} on warnings too")
+    check.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per item")
+    check.add_argument("--ndjson", metavar="FILE", help="write one JSON line per item")
+    check.add_argument("--html", metavar="FILE",
+                       help="write a self-contained HTML page: a tool by property matrix")
     check.add_argument("--server-log", metavar="FILE",
                        help="append a stdio server's stderr to FILE (default: discarded)")
     check.set_defaults(run=_check)
@@ -297,34 +384,48 @@ def _add_check(commands: Any) -> None:
 def _check(args: argparse.Namespace) -> int:
     from hypothesis import settings
 
-    from ..harness._mcp_check import choose_seed, run_check
+    from ..harness._mcp_check import choose_seed, never_accepted, run_check
+    from ..harness._mcp_options import CheckOptions
+    from ..harness._mcp_report import FindingLines, Run, write_reports
     from ..harness.strategies.profiles import DEFAULT_PROFILE, register_profiles
 
     register_profiles()
     # Read, not loaded: the command changes no Hypothesis setting of the process it runs in.
     name = args.profile or ("ci" if os.environ.get("CI") else DEFAULT_PROFILE)
     profile = settings.get_profile(name)
-    if args.examples is not None:
-        profile = settings(profile, max_examples=args.examples)
+    if args.max_examples is not None:
+        profile = settings(profile, max_examples=args.max_examples)
+    options = CheckOptions.read(
+        allow_writes=args.allow_writes, allow_tools=args.allow_tool, env=args.env,
+        examples_file=args.examples, timeout=args.timeout, tool_timeouts=args.tool_timeout,
+        strict=args.strict)
     seed = choose_seed(args.seed, profile.derandomize)
+    run = Run(args.mcp, seed, options, profile=args.profile or "",
+              max_examples=args.max_examples)
     print(f"agtool check: {args.mcp}: seed {seed}", flush=True)
-    skips: set[tuple[str, str]] = set()
 
-    def line(result: Any) -> None:
-        head = result.message.splitlines()[0] if result.message else ""
-        if result.outcome == "failed":
-            print(f"FAIL {result.item.tool} {result.item.label}: {head}", flush=True)
-        elif result.outcome == "skipped" and (result.item.tool, head) not in skips:
-            skips.add((result.item.tool, head))  # a write's items share one reason: said once
-            print(f"SKIP {result.item.tool}: {head}", flush=True)
+    lines = FindingLines(run)
+
+    def progress(result: Any) -> None:
+        for line in lines(result):
+            print(line, flush=True)
 
     with open(args.server_log or os.devnull, "a") as errlog:
-        results = run_check(args.mcp, allow_writes=args.allow_writes, settings=profile,
-                            seed=seed, errlog=errlog, progress=line)
+        results = run_check(args.mcp, allow_writes=options.allow_writes,
+                            allow_tools=options.allow_tools, settings=profile, seed=seed,
+                            errlog=errlog, env=options.env, timeout=options.timeout,
+                            tool_timeouts=options.tool_timeouts, examples=options.examples,
+                            only=set(args.item), progress=progress)
+    for tool in never_accepted(results):
+        print(f"NEVER ACCEPTED {tool}: no call of it was accepted, so its refusals could not "
+              f"be pinned on their defects; give calls that succeed with --examples FILE, "
+              f"a JSON object like {json.dumps({tool: [{'ARG': 'VALUE'}]})}", flush=True)
+    write_reports(run, results, junit=args.junit, ndjson=args.ndjson, html=args.html)
     counts = {outcome: sum(result.outcome == outcome for result in results)
-              for outcome in ("passed", "failed", "skipped")}
+              for outcome in ("passed", "failed", "warned", "inconclusive", "skipped")}
     print(f"agtool check: {len(results)} items: {counts['passed']} passed, {counts['failed']} "
-          f"failed, {counts['skipped']} skipped; seed {seed} (the same calls again: --seed "
-          f"{seed})")
-    return EXIT_FINDINGS if counts["failed"] else 0
+          f"failed, {counts['warned']} warned, {counts['inconclusive']} inconclusive, "
+          f"{counts['skipped']} skipped; seed {seed} (the same calls again: --seed {seed})")
+    findings = counts["failed"] + (counts["warned"] if options.strict else 0)
+    return EXIT_FINDINGS if findings else 0
 

@@ -7,7 +7,7 @@ import math
 from typing import Any, NamedTuple, Protocol
 
 __all__ = ["CONFLICT", "DONE", "MAX_DEPTH", "PENDING", "RUN", "UNKNOWN", "Claim", "StoredWrite",
-           "WriteStore", "decode_outcome", "encode_outcome", "stored_write"]
+           "WriteStore", "decode_outcome", "encode_outcome", "listed_row", "stored_write"]
 
 #: ``Claim.state``: the caller now owns the key and must run the body, then settle it.
 RUN = "run"
@@ -155,6 +155,24 @@ def _check_exact(value: object, depth: int) -> None:
 
 def _unstorable(why: str) -> ValueError:
     return ValueError(f"outcome not storable exactly: {why}")
+
+
+def listed_row(row: tuple[Any, ...]) -> tuple[str, StoredWrite | str] | None:
+    """A row for an operator's listing: ``(key, the write)`` if it is open, ``(key, why it
+    is damaged)`` if it cannot be read, ``None`` for a done row that reads back whole."""
+    key = row[0] if isinstance(row[0], str) else repr(row[0])
+    if row[3] not in (PENDING, DONE, UNKNOWN):
+        return key, f"damaged: its state is {row[3]!r}"
+    for name, value in (("claimed_at", row[5]), ("lease_until", row[7])):
+        if type(value) not in (int, float) or not math.isfinite(value) or abs(value) > 1e11:
+            return key, f"damaged: its {name} is {value!r}"[:200]
+    try:
+        stored = stored_write(row)
+    except (ValueError, TypeError, RecursionError) as exc:
+        return key, f"damaged: its outcome cannot be read ({type(exc).__name__})"
+    if not all(isinstance(field, str) for field in (stored.tool, stored.owner)):
+        return key, "damaged: its tool or owner is not text"
+    return None if stored.state == DONE else (key, stored)
 
 
 def stored_write(row: tuple[Any, ...]) -> StoredWrite:

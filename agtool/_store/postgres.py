@@ -25,8 +25,18 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .base import RUN, UNKNOWN, Claim, StoredWrite, encode_outcome, stored_write
-from .owners import ABANDONED, as_seen, claim_of, may_take_over
+from .base import (
+    DONE,
+    PENDING,
+    RUN,
+    UNKNOWN,
+    Claim,
+    StoredWrite,
+    encode_outcome,
+    listed_row,
+    stored_write,
+)
+from .owners import ABANDONED, as_seen, claim_of, landed, may_take_over
 
 if TYPE_CHECKING:
     import psycopg
@@ -55,9 +65,10 @@ class PostgresStore:
     The tables (``table`` and ``<table>_tokens``) are made if missing.
     Threads share a pool of at most ``pool_size`` connections, each in
     autocommit. A connection found broken is replaced and the statement run
-    once more; every statement is conditional, so one that did land before
-    the break is never applied twice, and its repeat answers as if another
-    caller had got there first (a claim ``PENDING``, a finish ``False``).
+    once more; every statement is conditional and names its owner, so one
+    that did land before the break is never applied twice, and its repeat
+    recognises it as this owner's own and answers what the first would have
+    (a claim ``RUN``, a take-over or a finish ``True``).
     Any other failure raises ``psycopg.Error``: the gate turns it into a reason.
     """
 
@@ -111,6 +122,8 @@ class PostgresStore:
     def take_over(self, key: str, owner: str, lease: float) -> bool:
         def work(db: psycopg.Connection[Any]) -> bool:
             stored, now = self._row(db, key)
+            if landed(stored, owner, PENDING):
+                return True  # this owner's own take-over, landed before its reply was lost
             if stored is None or not may_take_over(stored, now):
                 return False
             # Conditional on what was read: of racers, one changes the row.
@@ -122,13 +135,13 @@ class PostgresStore:
 
     def finish(self, key: str, owner: str, outcome: dict[str, Any]) -> bool:
         text = encode_outcome(outcome)  # refused before the database is asked anything
-        return self._changed(self._sql.finish, (text, key, owner))
+        return self._settle(self._sql.finish, (text, key, owner), key, owner, DONE, outcome)
 
     def release(self, key: str, owner: str) -> bool:
-        return self._changed(self._sql.release, (key, owner))
+        return self._settle(self._sql.release, (key, owner), key, owner, None)
 
     def mark_unknown(self, key: str, owner: str) -> bool:
-        return self._changed(self._sql.mark_unknown, (key, owner))
+        return self._settle(self._sql.mark_unknown, (key, owner), key, owner, UNKNOWN)
 
     def lookup(self, key: str) -> StoredWrite | None:
         stored, now = self._call(lambda db: self._row(db, key))
@@ -137,6 +150,14 @@ class PostgresStore:
     def pending(self) -> list[StoredWrite]:
         rows = self._call(lambda db: db.execute(self._sql.pending).fetchall())
         return [as_seen(stored_write(row), row[-1]) for row in rows]
+
+    def listing(self) -> list[tuple[str, StoredWrite | str]]:
+        """Every open key as seen, and every row that cannot be read, for an operator."""
+        rows = self._call(lambda db: db.execute(self._sql.every).fetchall())
+        listed = [(entry, row[-1]) for row in rows
+                  if (entry := listed_row(row[:-1])) is not None]
+        return [(key, as_seen(write, now) if isinstance(write, StoredWrite) else write)
+                for (key, write), now in listed]
 
     def resolve(self, key: str, outcome: dict[str, Any]) -> bool:
         text = encode_outcome(outcome)
@@ -151,6 +172,15 @@ class PostgresStore:
             return bool(db.execute(self._sql.use_token, (token_id, expires_at)).rowcount)
 
         return self._call(work)
+
+    def marks(self) -> dict[str, str]:
+        """What the store records about itself: which secrets made its keys (``_keys``)."""
+        rows = self._call(lambda db: db.execute(self._sql.marks).fetchall())
+        return dict(rows)
+
+    def add_mark(self, name: str, value: str) -> None:
+        """Record ``name`` (a mark already there is kept as it was)."""
+        self._changed(self._sql.add_mark, (name, value))
 
     def close(self) -> None:
         """Close every connection; the database keeps every outcome."""
@@ -173,6 +203,16 @@ class PostgresStore:
         if row is None:
             return None, 0.0
         return stored_write(row), row[-1]
+
+    def _settle(self, statement: sql.Composed, params: tuple[Any, ...], key: str, owner: str,
+                state: str | None, outcome: dict[str, Any] | None = None) -> bool:
+        """An owner's transition; on a retry after a lost reply, whether the first landed."""
+        def work(db: psycopg.Connection[Any]) -> bool:
+            if db.execute(statement, params).rowcount:
+                return True
+            return landed(self._row(db, key)[0], owner, state, outcome)
+
+        return self._call(work)
 
     def _changed(self, statement: sql.Composed, params: tuple[Any, ...]) -> bool:
         return bool(self._call(lambda db: db.execute(statement, params).rowcount))
@@ -200,6 +240,7 @@ class _Statements:
         from psycopg import sql
 
         names = {"t": sql.Identifier(table), "tokens": sql.Identifier(f"{table}_tokens"),
+                 "marks": sql.Identifier(f"{table}_marks"),
                  "open": sql.Identifier(f"{table}_open"), "now": sql.SQL(_NOW),
                  "columns": sql.SQL(_COLUMNS)}
 
@@ -215,11 +256,16 @@ class _Statements:
             q("CREATE INDEX IF NOT EXISTS {open} ON {t} (claimed_at, key) WHERE state <> 'done'"),
             q("CREATE TABLE IF NOT EXISTS {tokens} ("
               " token_id TEXT PRIMARY KEY, expires_at DOUBLE PRECISION NOT NULL)"),
+            q("CREATE TABLE IF NOT EXISTS {marks} (name TEXT PRIMARY KEY, value TEXT NOT NULL)"),
         ]
+        self.marks = q("SELECT name, value FROM {marks}")
+        self.add_mark = q("INSERT INTO {marks} (name, value) VALUES (%s, %s)"
+                          " ON CONFLICT (name) DO NOTHING")
         self.insert = q("INSERT INTO {t} ({columns})"
                         " SELECT %s, %s, %s, 'pending', NULL, now.t, %s, now.t + %s"
                         " FROM (SELECT {now} AS t) AS now ON CONFLICT (key) DO NOTHING")
         self.select = q("SELECT {columns}, {now} FROM {t} WHERE key = %s")
+        self.every = q("SELECT {columns}, {now} FROM {t} ORDER BY claimed_at, key")
         self.pending = q("SELECT {columns}, {now} FROM {t} WHERE state <> 'done'"
                          " ORDER BY claimed_at, key")
         # The lease end read is part of the condition: a claim renewed meanwhile is not

@@ -8,8 +8,18 @@ import threading
 import time
 from typing import Any
 
-from .base import RUN, UNKNOWN, Claim, StoredWrite, encode_outcome, stored_write
-from .owners import ABANDONED, as_seen, claim_of, may_take_over
+from .base import (
+    DONE,
+    PENDING,
+    RUN,
+    UNKNOWN,
+    Claim,
+    StoredWrite,
+    encode_outcome,
+    listed_row,
+    stored_write,
+)
+from .owners import ABANDONED, as_seen, claim_of, landed, may_take_over
 
 __all__ = ["SqliteStore"]
 
@@ -23,6 +33,12 @@ CREATE TABLE IF NOT EXISTS agtool_writes (
     claimed_at REAL NOT NULL,
     owner TEXT NOT NULL DEFAULT '',
     lease_until REAL NOT NULL DEFAULT 0
+)
+"""
+_MARKS = """
+CREATE TABLE IF NOT EXISTS agtool_marks (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
 )
 """
 _TOKENS = """
@@ -52,6 +68,7 @@ class SqliteStore:
                 self._use_wal(busy_timeout)
             self._db.execute(_SCHEMA)
             self._db.execute(_TOKENS)
+            self._db.execute(_MARKS)
             self._add_lease_columns()
 
     def _add_lease_columns(self) -> None:
@@ -102,6 +119,8 @@ class SqliteStore:
 
     def take_over(self, key: str, owner: str, lease: float) -> bool:
         stored = self._row(key)
+        if landed(stored, owner, PENDING):
+            return True  # this owner's own take-over, landed before a retry of it
         if stored is None or not may_take_over(stored, time.time()):
             return False
         # Conditional on the row as read: of racers, one changes it, and a claim renewed
@@ -118,16 +137,18 @@ class SqliteStore:
         # and this is the outcome it was waiting for.
         return bool(self._run("UPDATE agtool_writes SET state = 'done', outcome = ?"
                               " WHERE key = ? AND owner = ? AND state != 'done'",
-                              (text, key, owner)))
+                              (text, key, owner))) or landed(self._row(key), owner, DONE,
+                                                             outcome)
 
     def release(self, key: str, owner: str) -> bool:
         return bool(self._run("DELETE FROM agtool_writes WHERE key = ? AND owner = ?"
-                              " AND state = 'pending'", (key, owner)))
+                              " AND state = 'pending'", (key, owner))) or landed(
+            self._row(key), owner, None)
 
     def mark_unknown(self, key: str, owner: str) -> bool:
         return bool(self._run("UPDATE agtool_writes SET state = 'unknown'"
                               " WHERE key = ? AND owner = ? AND state = 'pending'",
-                              (key, owner)))
+                              (key, owner))) or landed(self._row(key), owner, UNKNOWN)
 
     def lookup(self, key: str) -> StoredWrite | None:
         stored = self._row(key)
@@ -148,6 +169,17 @@ class SqliteStore:
         now = time.time()
         return [as_seen(stored_write(row), now) for row in rows]
 
+    def listing(self) -> list[tuple[str, StoredWrite | str]]:
+        """Every open key as seen, and every row that cannot be read, for an operator."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, tool, args_digest, state, outcome, claimed_at, owner, lease_until"
+                " FROM agtool_writes ORDER BY rowid").fetchall()
+        now = time.time()
+        listed = [entry for entry in map(listed_row, rows) if entry is not None]
+        return [(key, as_seen(row, now) if isinstance(row, StoredWrite) else row)
+                for key, row in listed]
+
     def resolve(self, key: str, outcome: dict[str, Any]) -> bool:
         text = encode_outcome(outcome)
         return bool(self._run("UPDATE agtool_writes SET state = 'done', outcome = ?"
@@ -163,6 +195,16 @@ class SqliteStore:
             return bool(self._db.execute(
                 "INSERT OR IGNORE INTO agtool_used_tokens (token_id, expires_at) VALUES (?, ?)",
                 (token_id, expires_at)).rowcount)
+
+    def marks(self) -> dict[str, str]:
+        """What the store records about itself: which secrets made its keys (``_keys``)."""
+        with self._lock:
+            return dict(self._db.execute("SELECT name, value FROM agtool_marks").fetchall())
+
+    def add_mark(self, name: str, value: str) -> None:
+        """Record ``name`` (a mark already there is kept as it was)."""
+        self._run("INSERT OR IGNORE INTO agtool_marks (name, value) VALUES (?, ?)",
+                  (name, value))
 
     def close(self) -> None:
         """Close the connection; the file keeps every outcome."""

@@ -1,289 +1,99 @@
 """The harness on any MCP server, from the outside: its tools against their own schemas.
 
-A target is a command (``python my_server.py``, started as a stdio server) or
-a streamable HTTP URL (``http://127.0.0.1:8000/mcp``). Its tools are listed
+A target is a command (``python my_server.py``, started as a stdio server in
+the SDK's safe environment, see ``agtool.harness._mcp_target``) or a
+streamable HTTP URL (``http://127.0.0.1:8000/mcp``). Its tools are listed
 through the official MCP client and each ``inputSchema``/``outputSchema`` goes
 through the import path (``import_tool``): the contract the strategies draw
-from. Then, per tool, as items:
+from. What the server *declared* is judged by ``jsonschema`` on its schemas as
+written, never on agtool's copy. Per tool, as items, in this order:
 
-- ``refused[<site>]``: a call with exactly one defect at that defect site
-  must be refused (``isError``, or a JSON-RPC error), and the server and the
-  session must survive it: the valid call sent next still gets an answer;
-- ``mistake[<kind>]``: the same for a call carrying one of the mistakes
-  models make (``bool-for-int``, ``extra-argument``, ...);
-- ``accepts``: a valid call must not be refused, and its result must keep
-  the ``outputSchema`` (checked by ``jsonschema``, independently of agtool)
-  and the imported return contract (which names ``shape``, ``empty``,
-  ``too_big`` or ``range``);
+- ``accepts``: the known-good calls (``--examples``, the schema's hints; see
+  ``agtool.harness._mcp_known``), then valid calls drawn, each one argument
+  away from a call that succeeded when there is one. A result outside the
+  ``outputSchema`` fails; a refused valid call, an error text answered as a
+  success, or an empty success where the same call with another value found
+  something, warns: the schema is looser than the behaviour;
+- ``refused[<site>]`` and ``mistake[<kind>]``: a call with exactly one defect
+  (or one model mistake), planted on a call known to succeed when there is
+  one. Accepted while the server's schema refuses it: a failure (and said as
+  an error answered as a success when its text is one). Accepted while an open
+  object admits it (an extra argument, no ``additionalProperties: false``): a
+  warning. Refused: it counts only once pinned on its defect, when the same
+  call without the defect is accepted in the same session right after, or the
+  error names the planted field; otherwise inconclusive;
+- ``secret``: no answer of the tool holds the canary planted in the server's
+  environment;
+- ``listing``: the tool's listing, re-listed after its calls, is what it was
+  (a description or schema that changes during a run is a rug pull);
 - ``contract``: only for a tool whose schemas the importer cannot enforce,
-  skipped with the importer's reason (a tool whose input schema cannot be
-  enforced gets no other item; one whose output schema cannot, gets its
-  results checked by ``jsonschema`` alone).
+  skipped with the importer's reason.
 
-What the schema refuses is read by two oracles, which must agree before a
-call is sent: the gate's own check on the imported contract gives the exact
-reason the strategies planted, and ``jsonschema`` on the server's own
-``inputSchema`` must refuse it too, with every object closed (an argument the
-schema does not name is refused, as by the gate: a server that drops it runs
-with defaults and answers a wrong success). A draw the two read differently
-(``1.0`` for an integer, ``STRICTER_THAN_JSON_SCHEMA``) or that JSON cannot
-carry (NaN) is not sent. A tool that writes (no ``readOnlyHint: true``) is
-called only when writes are allowed; otherwise its items are skipped.
-
-Every call goes through one ``ClientSession`` per tool, opened when the tool's
-first item runs and closed before the next tool's; a server that dies is
-reported on the call that killed it, and the next item starts it again.
-Calls are drawn from the seed alone: the same seed, the same calls.
+Verdicts: ``failed`` when the server breaks a contract it declared (also a
+crash, a session left unusable, a server frozen after a call), ``warned``,
+``inconclusive`` (nothing pinned, or a tool still at work when its time limit
+ended: named long-running, not failed), ``passed`` and ``skipped``. A tool that
+writes (no ``readOnlyHint: true``) is called only when writes are allowed, or
+when it is allowed by name. Calls are drawn from the seed and the server's
+answers alone: the same seed against the same server, the same calls.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
-import os
 import random
-import shlex
-import sys
+import re
+import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import (
-    AbstractAsyncContextManager,
-    AbstractContextManager,
-    AsyncExitStack,
-    asynccontextmanager,
-)
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import mcp.types as types
-from anyio.from_thread import BlockingPortal, start_blocking_portal
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 
-from .._errors import ServerGone, UpstreamUnavailable
+from .._errors import LongRunning, ServerGone, UpstreamUnavailable
 from .._gate import Gate
 from .._jsonschema import SchemaError, ToolDefinition, import_tool, tool_definition
 from .._reasons import shown
 from ..mcp._proxy import _LISTED_KEYS
-from ..mcp._proxy import _cause as _first_cause
+from ._mcp_known import hinted_calls
+from ._mcp_target import CALL_TIMEOUT, Answer, McpTarget, Transport, one_line
 
 __all__ = [
     "CALL_TIMEOUT",
     "EXAMPLES_PER_ITEM",
+    "OUTCOMES",
     "PROPERTIES",
     "CheckItem",
     "ItemResult",
     "McpTarget",
+    "ServerGone",
     "Transport",
     "choose_seed",
-    "item_test",
     "plan",
     "run_check",
     "run_item",
 ]
 
-#: The properties, in the order items are listed.
-PROPERTIES = ("contract", "refused", "mistake", "accepts")
+#: The properties, in the order a tool's items run: ``accepts`` first, so the refusals
+#: can be planted on calls known to succeed; ``listing`` last, after every call.
+PROPERTIES = ("contract", "accepts", "refused", "mistake", "secret", "listing")
+#: How an item can end, worst first.
+OUTCOMES = ("failed", "warned", "inconclusive", "passed", "skipped")
 #: The most examples one item draws, whatever the profile: each is a round trip to a
 #: subprocess (two for ``refused``), and shrinking a failure adds more.
 EXAMPLES_PER_ITEM = 10
-#: Seconds one call may take before the server is taken for hung: it then fails the item.
-CALL_TIMEOUT = 30.0
 #: The seed of a derandomized profile (``ci``): the same calls on every run.
 DERANDOMIZED_SEED = 0
-# Where JSON Schema keeps schemas: in a mapping of them, a list of them, or one.
-_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
-_SCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
-_SCHEMA_KEYS = frozenset({"items", "additionalProperties", "not", "if", "then", "else",
-                          "contains"})
-
-
-# --- The server under test ---------------------------------------------------------------------
-
-
-def _is_url(target: str) -> bool:
-    return target.startswith(("http://", "https://"))
-
-
-#: Makes the read and write streams of a session: an async context manager, as
-#: ``stdio_client`` is (for a server in this process, the SDK's in-memory transport).
-Transport = Callable[[], AbstractAsyncContextManager[Any]]
-
-
-@asynccontextmanager
-async def _open_session(target: str, errlog: Any, transport: Transport | None
-                        ) -> AsyncIterator[ClientSession]:
-    async with AsyncExitStack() as stack:
-        if transport is not None:
-            read, write = await stack.enter_async_context(transport())
-        elif _is_url(target):
-            read, write = await stack.enter_async_context(streamable_http_client(target))
-        else:
-            command = shlex.split(target)
-            # The whole environment, as a shell would pass it: the server's keys live there.
-            params = StdioServerParameters(command=command[0], args=command[1:],
-                                           env=dict(os.environ))
-            read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
-        session = await stack.enter_async_context(ClientSession(read, write))
-        with anyio.fail_after(CALL_TIMEOUT):
-            await session.initialize()
-        yield session
-
-
-def _cause(exc: BaseException) -> str:
-    """The first real failure inside ``exc``; a bare timeout said as one."""
-    cause = _first_cause(exc)
-    return f"no answer within {CALL_TIMEOUT:g} s" if cause == "TimeoutError: " else cause
-
-
-def _with_fileno(stream: Any) -> Any:
-    """``stream`` if a subprocess can write to it, else the null device (a captured stderr)."""
-    try:
-        stream.fileno()
-    except (AttributeError, OSError, ValueError):
-        return open(os.devnull, "w")  # closed by McpTarget.close
-    return stream
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A server's answer to one ``tools/call``."""
-
-    refused: bool  #: ``isError``, or a JSON-RPC error in place of a result
-    structured: Any  #: ``structuredContent`` (``None`` when absent)
-    text: str  #: the text blocks, joined
-    protocol_error: bool = False
-
-    @property
-    def value(self) -> Any:
-        """What the gate would check: the structured content, or the JSON the text holds."""
-        if self.structured is not None:
-            return self.structured
-        try:
-            return json.loads(self.text)
-        except ValueError:
-            return {"text": self.text}
-
-    @property
-    def reason(self) -> str:
-        """An agtool server's structured reason (``args:type:limit``), else ``""``."""
-        error = self.structured.get("error") if isinstance(self.structured, dict) else None
-        details = error.get("details") if isinstance(error, dict) else None
-        reason = details.get("reason") if isinstance(details, dict) else None
-        return reason if isinstance(reason, str) else ""
-
-
-class McpTarget:
-    """One MCP server under test, reached through the official client.
-
-    Use as a context manager (or call ``close``). Calls are synchronous: an
-    event loop in a background thread holds the client session, so a
-    Hypothesis test can make them one by one.
-    """
-
-    def __init__(self, target: str, *, errlog: Any = None,
-                 transport: Transport | None = None) -> None:
-        if not target.strip():
-            raise ValueError("the MCP server to check is empty: give a command or a URL")
-        self.target = target
-        given = errlog if errlog is not None else sys.stderr
-        self._errlog = _with_fileno(given)
-        self._own_errlog = self._errlog is not given
-        self._transport = transport
-        self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
-        self._portal = self._portal_cm.__enter__()
-        self._session: tuple[str, ClientSession, AbstractContextManager[Any]] | None = None
-        self._listing: list[types.Tool] | None = None
-
-    def __enter__(self) -> McpTarget:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the open session (ending a stdio server) and the event loop."""
-        self._drop()
-        self._portal_cm.__exit__(None, None, None)
-        if self._own_errlog:
-            self._errlog.close()
-
-    def _drop(self) -> None:
-        if self._session is not None:
-            _, _, opened = self._session
-            self._session = None
-            with contextlib.suppress(Exception):  # a dead server's close is no news
-                opened.__exit__(None, None, None)
-
-    def session(self, key: str) -> ClientSession:
-        """The session of ``key`` (a tool), opened now unless it is the open one."""
-        if self._session is not None and self._session[0] == key:
-            return self._session[1]
-        self._drop()
-        opened = self._portal.wrap_async_context_manager(
-            _open_session(self.target, self._errlog, self._transport))
-        try:
-            session = opened.__enter__()
-        except Exception as exc:  # a missing command, a crash, a server that is not MCP
-            raise UpstreamUnavailable(f"{self.target!r} did not start as an MCP server "
-                                      f"({_cause(exc)})") from None
-        self._session = (key, session, opened)
-        return session
-
-    def tools(self) -> list[types.Tool]:
-        """Every tool the server lists, page after page (listed once)."""
-        if self._listing is None:
-            self._listing = self._portal.call(self._list, self.session(""))
-        return list(self._listing)
-
-    async def _list(self, session: ClientSession) -> list[types.Tool]:
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        try:
-            while True:
-                with anyio.fail_after(CALL_TIMEOUT):
-                    page = await session.list_tools(
-                        params=None if cursor is None else types.PaginatedRequestParams(
-                            cursor=cursor))
-                tools.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    return tools
-        except Exception as exc:
-            raise UpstreamUnavailable(f"{self.target!r} did not list its tools "
-                                      f"({_cause(exc)})") from None
-
-    def call(self, tool: str, arguments: dict[str, Any]) -> Answer:
-        """One ``tools/call``; ``ServerGone`` if the server or the session did not survive it."""
-        session = self.session(tool)
-        try:
-            answer: Answer = self._portal.call(self._call, session, tool, arguments)
-            return answer
-        except ServerGone:
-            self._drop()  # the next call starts the server again
-            raise
-
-    async def _call(self, session: ClientSession, tool: str, arguments: dict[str, Any]
-                    ) -> Answer:
-        request = types.CallToolRequest(params=types.CallToolRequestParams(
-            name=tool, arguments=arguments))
-        try:
-            # send_request, not call_tool: call_tool checks the result against the listed
-            # outputSchema itself and raises, and the harness wants to see the result.
-            result = await session.send_request(request, types.CallToolResult,
-                                                request_read_timeout_seconds=CALL_TIMEOUT)
-        except MCPError as exc:
-            if exc.code in (types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT):
-                raise ServerGone(f"{exc} (JSON-RPC {exc.code})") from None
-            return Answer(True, None, f"JSON-RPC error {exc.code}: {exc}", protocol_error=True)
-        except Exception as exc:  # a closed stream, a result that is no CallToolResult
-            raise ServerGone(_cause(exc)) from None
-        text = "\n".join(block.text for block in result.content
-                         if isinstance(block, types.TextContent))
-        return Answer(bool(result.is_error), result.structured_content, text)
+#: The most calls kept per tool as known to succeed.
+MAX_KNOWN = 8
+#: What to tighten in a schema that admits a value the server refuses, by its type.
+_TIGHTEN = {"integer": "minimum/maximum", "number": "minimum/maximum",
+            "string": "pattern, enum or minLength", "array": "minItems, maxItems or items",
+            "object": "required or properties"}
 
 
 # --- What is checked of each tool -------------------------------------------------------------
@@ -299,64 +109,69 @@ class CheckItem:
     skip: str = ""  #: why the item is not run; ``""`` when it is
 
     @property
+    def case_label(self) -> str:
+        """The case alone: ``type:limit``, ``bool-for-int``; ``""`` for none."""
+        if self.case is None:
+            return ""
+        return self.case.replace(" ", "-") if isinstance(self.case, str) else str(self.case)
+
+    @property
     def label(self) -> str:
         """``refused[type:limit]``, ``mistake[bool-for-int]``, ``accepts``."""
-        if self.case is None:
-            return self.prop
-        case = self.case.replace(" ", "-") if isinstance(self.case, str) else str(self.case)
-        return f"{self.prop}[{case}]"
+        return f"{self.prop}[{self.case_label}]" if self.case is not None else self.prop
+
+    @property
+    def name(self) -> str:
+        """``tool::label``: what ``--item`` selects, exactly."""
+        return f"{self.tool}::{self.label}"
 
 
 @dataclass
 class ToolUnderTest:
-    """A listed tool: its imported contract, its schemas, and how far they could be imported."""
+    """A listed tool: its imported contract, its schemas, what the run learnt of it."""
 
     name: str
     listing: ToolDefinition
     entry: dict[str, Any] | None  #: ``None`` when its input schema cannot be enforced
     problem: str = ""  #: what the importer refused, if anything
     writes: bool = False
+    task_required: bool = False  #: ``execution.taskSupport: required``
+    listed: dict[str, Any] = field(default_factory=dict)  #: as first listed, for ``listing``
+    given: list[dict[str, Any]] = field(default_factory=list)  #: ``--examples`` calls
+    #: Calls the server accepted, each with whether its answer was empty.
+    known: list[tuple[dict[str, Any], bool]] = field(default_factory=list)
+    probed: bool = False  #: whether ``accepts`` has run (the known calls are looked for)
+    answered: int = 0  #: calls of it that got an answer
+    long_running: str = ""  #: why its calls are no longer sent
     _validators: dict[str, Any] = field(default_factory=dict)
 
     def validator(self, which: str) -> Any:
-        """A ``jsonschema`` validator of the input (closed) or output schema."""
+        """A ``jsonschema`` validator of the input or output schema, as the server wrote it."""
         if which not in self._validators:
-            from jsonschema.validators import (
-                Draft202012Validator,
-                validator_for,
-            )
+            from jsonschema.validators import Draft202012Validator, validator_for
 
-            schema = (_closed(self.listing.input_schema) if which == "input"
+            schema = (self.listing.input_schema if which == "input"
                       else self.listing.output_schema)
             self._validators[which] = validator_for(schema, default=Draft202012Validator)(schema)
         return self._validators[which]
 
-
-def _closed(schema: Any, top: bool = True) -> Any:
-    """``schema`` closed as the gate reads arguments: the whole set, and every object that
-    names its keys, refuse a key they do not name unless they say otherwise (a free-form
-    object stays free)."""
-    if not isinstance(schema, dict):
-        return schema
-    closed = dict(schema)
-    for key, value in schema.items():
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            closed[key] = {name: _closed(child, False) for name, child in value.items()}
-        elif key in _SCHEMA_LISTS and isinstance(value, list):
-            closed[key] = [_closed(child, False) for child in value]
-        elif key in _SCHEMA_KEYS:
-            closed[key] = _closed(value, False)
-    if (top or "properties" in closed) and "additionalProperties" not in closed:
-        closed["additionalProperties"] = False
-    return closed
+    def remember(self, args: dict[str, Any], empty: bool) -> None:
+        """Keep ``args`` as a call known to succeed (a base for refusals)."""
+        if len(self.known) < MAX_KNOWN and all(args != call for call, _ in self.known):
+            self.known.append((copy.deepcopy(args), empty))
 
 
-def tools_under_test(target: McpTarget) -> list[ToolUnderTest]:
+def _listed_entry(tool: types.Tool) -> dict[str, Any]:
+    return {key: value for key, value in tool.model_dump(
+        by_alias=True, exclude_none=True, mode="json").items() if key in _LISTED_KEYS}
+
+
+def tools_under_test(target: McpTarget, examples: Mapping[str, Sequence[dict[str, Any]]]
+                     | None = None) -> list[ToolUnderTest]:
     """The server's tools, each imported as far as the importer can enforce its schemas."""
     found = []
     for index, tool in enumerate(target.tools()):
-        listing = {key: value for key, value in tool.model_dump(
-            by_alias=True, exclude_none=True, mode="json").items() if key in _LISTED_KEYS}
+        listing = _listed_entry(tool)
         where = f"/tools/{index}"
         try:
             definition = tool_definition(listing, target.target, where)
@@ -364,7 +179,14 @@ def tools_under_test(target: McpTarget) -> list[ToolUnderTest]:
             bare = ToolDefinition(tool.name, "mcp", "", {}, None, where, where)
             found.append(ToolUnderTest(tool.name, bare, None, str(exc)))
             continue
-        found.append(_imported(definition, target.target))
+        under_test = _imported(definition, target.target)
+        under_test.listed = listing
+        under_test.task_required = (tool.execution is not None
+                                    and tool.execution.task_support == "required")
+        under_test.given = [dict(call) for call in (examples or {}).get(tool.name, ())]
+        if target.canary and target.canary in json.dumps(listing):
+            target.leaks.setdefault(tool.name, "its listing holds the value of the canary")
+        found.append(under_test)
     return found
 
 
@@ -402,7 +224,21 @@ def _quiet_imports() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def plan(tools: Sequence[ToolUnderTest], *, allow_writes: bool = False) -> list[CheckItem]:
+def _not_called(tool: ToolUnderTest, allow_writes: bool, allowed: Collection[str]) -> str:
+    """Why ``tool`` is never called, or ``""``."""
+    if tool.task_required:
+        return (f"tool {shown(tool.name)!r} requires task augmentation (execution.taskSupport: "
+                f"required): it is not called directly")
+    if tool.writes and not allow_writes and tool.name not in allowed:
+        return (f"tool {shown(tool.name)!r} may write (no readOnlyHint: true): called only when "
+                f"writes are allowed (agtool check --allow-writes, or --allow-tool "
+                f"{shown(tool.name)} for this one; --agtool-allow-writes or --agtool-allow-tool "
+                f"under pytest)")
+    return ""
+
+
+def plan(tools: Sequence[ToolUnderTest], *, allow_writes: bool = False,
+         allow_tools: Collection[str] = ()) -> list[CheckItem]:
     """Every item of every tool, in listing order; skipped ones carry their reason."""
     from .strategies import defect_sites, mistake_kinds
 
@@ -411,17 +247,16 @@ def plan(tools: Sequence[ToolUnderTest], *, allow_writes: bool = False) -> list[
         if tool.problem:
             items.append(CheckItem(tool.name, "contract",
                                    skip=f"not enforceable by the gate: {tool.problem}"))
-        if tool.entry is None:
-            continue
-        skip = "" if allow_writes or not tool.writes else (
-            f"tool {shown(tool.name)!r} may write (no readOnlyHint: true): called only when "
-            f"writes are allowed (--agtool-allow-writes, or agtool check --allow-writes)")
-        table = {tool.name: tool.entry}
-        items += [CheckItem(tool.name, "refused", site, skip)
-                  for site in defect_sites(table, tool.name)]
-        items += [CheckItem(tool.name, "mistake", kind, skip)
-                  for kind in mistake_kinds(table, tool.name)]
-        items.append(CheckItem(tool.name, "accepts", None, skip))
+        if tool.entry is not None:
+            skip = _not_called(tool, allow_writes, allow_tools)
+            table = {tool.name: tool.entry}
+            items.append(CheckItem(tool.name, "accepts", None, skip))
+            items += [CheckItem(tool.name, "refused", site, skip)
+                      for site in defect_sites(table, tool.name)]
+            items += [CheckItem(tool.name, "mistake", kind, skip)
+                      for kind in mistake_kinds(table, tool.name)]
+            items.append(CheckItem(tool.name, "secret", None, skip))
+        items.append(CheckItem(tool.name, "listing"))
     return items
 
 
@@ -429,8 +264,17 @@ def plan(tools: Sequence[ToolUnderTest], *, allow_writes: bool = False) -> list[
 
 
 def _show(value: Any) -> str:
+    """``value`` as JSON, on one line whatever it holds, and cut if long."""
     text = json.dumps(value, ensure_ascii=False, default=repr)
+    text = one_line(text)
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _excerpt(text: str, limit: int = 160) -> str:
+    """The start of a server's text, quoted as JSON on one line."""
+    text = text.strip()
+    return one_line(json.dumps(text if len(text) <= limit else text[:limit - 3] + "...",
+                               ensure_ascii=False))
 
 
 def _wire(args: Any) -> Any:
@@ -448,12 +292,18 @@ def _first_error(validator: Any, value: Any) -> Any:
     return best_match(validator.iter_errors(value))
 
 
-def _schema_refusal(tool: ToolUnderTest, args: Any) -> str:
-    """What ``jsonschema`` finds wrong with ``args`` on the closed input schema, or ``""``."""
-    error = _first_error(tool.validator("input"), args)
-    if error is None:
-        return ""
-    return f"{error.json_path}: {error.message}"
+def _searches(tool: str) -> bool:
+    """Whether ``tool`` is named as a search, for which no match is a rightful empty answer
+    (a lookup's empty answer to a name that does not exist is not)."""
+    return bool(re.search(r"search|list|query|filter", tool, re.IGNORECASE))
+
+
+def _names_any(text: str, names: Collection[str]) -> str:
+    """The first of ``names`` (two characters or more) ``text`` names as a word, or ``""``."""
+    for name in names:
+        if len(name) >= 2 and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text):
+            return name
+    return ""
 
 
 class _Checks:
@@ -463,97 +313,302 @@ class _Checks:
         if tool.entry is None:  # pragma: no cover - plan() makes no such item
             raise ValueError(f"tool {tool.name!r} has no contract to check")
         self.target, self.tool = target, tool
+        self.name = shown(tool.name)
         self.table = {tool.name: tool.entry}
         self.gate = Gate(self.table)  # only its checks are used: its body never runs
         self.drawn: Counter[str] = Counter()
         self.gone = ""  #: what broke the server, once something did
         #: Examples sent, shrinking's included (a draw not sent is not counted).
         self.sent = 0
+        self.pinned = 0  #: refusals pinned on their defect
+        self.accepted = 0  #: valid calls accepted
+        self.unpinned = ""  #: the first refusal that could not be pinned
+        #: kind -> the most telling warning of that kind (its rank, its text)
+        self.warnings: dict[str, tuple[int, str]] = {}
 
-    def sendable(self, args: Any, reasons: frozenset[str]) -> Any:
-        """``args`` on the wire, if both oracles read it as the draw meant; else ``None``."""
+    # --- what may be sent ---
+
+    def written_error(self, args: Any) -> str:
+        """What ``jsonschema`` finds wrong with ``args`` on the server's inputSchema as
+        written, or ``""``."""
+        error = _first_error(self.tool.validator("input"), args)
+        return "" if error is None else f"{error.json_path}: {error.message}"
+
+    def valid(self, args: Any) -> Any:
+        """``args`` on the wire, if the gate and the server's schema both admit it."""
         wire = _wire(args)
         if not isinstance(wire, dict):
             _event("not sent: JSON cannot carry it")
             return None
-        if self.gate.validate_args(self.tool.name, wire) not in reasons:
-            _event("not sent: the JSON round trip changed the defect")
-            return None
-        valid = reasons == frozenset({""})
-        if bool(_schema_refusal(self.tool, wire)) == valid:
+        if self.gate.validate_args(self.tool.name, wire) != "" or self.written_error(wire):
             _event("not sent: jsonschema reads the schema otherwise (STRICTER_THAN_JSON_SCHEMA)")
             return None
         return wire
 
-    def send(self, args: dict[str, Any], what: str) -> Answer:
+    def defective(self, args: Any, reasons: frozenset[str], base: Any
+                  ) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+        """``(kind, call, base)`` on the wire if the call holds exactly the planted defect:
+        ``contract`` when the server's schema refuses it, ``open`` when only an open object
+        admits it (an extra argument); ``None`` when it cannot be sent as drawn."""
+        wire, base_wire = _wire(args), self.valid(base)
+        if not isinstance(wire, dict) or base_wire is None:
+            _event("not sent: JSON cannot carry it, or the call without the defect is invalid")
+            return None
+        extra = all(reason.startswith("unexpected:") for reason in reasons)
+        found = self.gate.validate_args(self.tool.name, wire)
+        # An importer that keeps an open object open admits the extra key: still planted.
+        if found not in reasons and not (extra and found == ""):
+            _event("not sent: the JSON round trip changed the defect")
+            return None
+        if self.written_error(wire):
+            return "contract", wire, base_wire
+        if extra:
+            return "open", wire, base_wire
+        _event("not sent: jsonschema reads the schema otherwise (STRICTER_THAN_JSON_SCHEMA)")
+        return None
+
+    # --- sending ---
+
+    def send(self, args: dict[str, Any], what: str, counted: bool = True) -> Answer:
+        """One call; ``counted`` when it is an example (not the call sent after one)."""
+        from hypothesis.errors import UnsatisfiedAssumption
+
         # After a death, the item's later examples (shrinking's) are not sent: each would
         # start the server again only to kill it, and the news is the call that did.
         if self.gone:
             raise AssertionError(self.gone)
+        if self.tool.long_running:  # not sent: an unsent example, as assume(False) makes it
+            raise UnsatisfiedAssumption(self.tool.long_running)
+        call = f"{self.name}({_show(args)})"
+        self.sent += counted
         try:
-            return self.target.call(self.tool.name, args)
+            answer = self.target.call(self.tool.name, args)
+        except LongRunning as exc:
+            self.tool.long_running = (
+                f"{what} {call}: {exc}. Tool {self.name!r} is taken for long-running, not "
+                f"failed, and its later calls are not sent; give it more time with "
+                f"--tool-timeout {self.name}=SECONDS")
+            raise UnsatisfiedAssumption(self.tool.long_running) from None
         except ServerGone as exc:
-            self.gone = (f"{what} {shown(self.tool.name)}({_show(args)}) broke the server or "
-                         f"the session: {exc}; the item's later examples were not sent")
+            self.gone = (f"{what} {call} broke the server or the session: {exc}; the item's "
+                         f"later examples were not sent")
             raise AssertionError(self.gone) from None
+        self.tool.answered += 1
+        return answer
 
-    def refused(self, args: Any, reasons: frozenset[str], how: str, follow: Any) -> None:
-        """A defective call is refused, with an agtool server's reason if it gives one."""
+    def warn(self, kind: str, text: str, rank: int = 0) -> None:
+        """Keep the first warning of ``kind``, unless a later one says more (a higher
+        ``rank``: one that names the argument)."""
+        if kind not in self.warnings or rank > self.warnings[kind][0]:
+            self.warnings[kind] = (rank, text)
+        _event(f"warned: {kind}")
+
+    # --- refusals ---
+
+    def refused(self, args: Any, base: Any, reasons: frozenset[str], how: str) -> None:
+        """A call with exactly one defect is refused, pinned on it, and the session lives."""
         from hypothesis import assume
 
-        wire = self.sendable(args, reasons)
-        assume(wire is not None)
-        self.sent += 1
+        assume(not self.tool.long_running)
+        found = self.defective(args, reasons, base)
+        assume(found is not None)
+        kind, wire, base_wire = found  # type: ignore[misc]  # assume(False) raised on None
         self.drawn[how] += 1
         answer = self.send(wire, "the defective call")
-        name = shown(self.tool.name)
-        expected = sorted("args:" + reason for reason in reasons)
+        call, expected = f"{self.name}({_show(wire)})", sorted("args:" + r for r in reasons)
+        names = sorted({reason.split(":", 1)[1] for reason in reasons})
+        planted = f"planted {' or '.join(expected)} ({how})"
         if not answer.refused:
-            raise AssertionError(
-                f"tool {name!r} accepted a call its schema refuses: {name}({_show(wire)}) "
-                f"answered {_show(answer.value)}; planted {' or '.join(expected)} ({how}); "
-                f"jsonschema: {_schema_refusal(self.tool, wire)}")
+            self._accepted_defect(kind, call, answer, planted, wire, names)
+            return
         _event("refused as a JSON-RPC error" if answer.protocol_error else "refused: isError")
         if answer.reason and answer.reason not in expected:
             raise AssertionError(
-                f"tool {name!r} refused {name}({_show(wire)}) with {answer.reason!r}; the "
-                f"defect planted is {' or '.join(map(repr, expected))}")
-        valid = _wire(follow)
-        if isinstance(valid, dict):  # the session must still answer a valid call
-            self.send(valid, f"after the refused {name}({_show(wire)}), the valid call")
+                f"tool {self.name!r} refused {call} with {answer.reason!r}; the defect planted "
+                f"is {' or '.join(map(repr, expected))}")
+        pinned = bool(answer.reason) or bool(_names_any(answer.text, names))
+        after = self.send(base_wire, f"after the refused {call}, the same call without the "
+                                     f"defect", counted=False)
+        if not pinned and not after.refused and not after.error_as_success:
+            pinned = True
+            self.tool.remember(base_wire, after.empty)
+        if pinned:
+            self.pinned += 1
+            _event("refusal pinned on its defect")
+            return
+        _event("refusal not pinned")
+        if not self.unpinned:
+            self.unpinned = (
+                f"{call} was refused ({_excerpt(answer.text)}), but the refusal cannot be "
+                f"pinned on the {planted}: the same call without it, "
+                f"{self.name}({_show(base_wire)}), was refused too "
+                f"({_excerpt(after.text)}), and the error names no "
+                f"{' or '.join(map(repr, names))}")
 
-    def accepts(self, args: Any) -> None:
-        """A valid call is not refused, and its result keeps the tool's output contract."""
+    def _accepted_defect(self, kind: str, call: str, answer: Answer, planted: str,
+                         wire: dict[str, Any], names: list[str]) -> None:
+        if kind == "open":
+            self.warn("open object", (
+                f"tool {self.name!r} accepted {call}, with {' or '.join(map(repr, names))} its "
+                f"inputSchema does not name, and answered {_show(answer.value)}: the schema "
+                f"leaves the object open, so a mistaken name runs with defaults and looks like "
+                f"a success; set additionalProperties: false"))
+            return
+        schema = self.written_error(wire)
+        if answer.error_as_success:
+            raise AssertionError(
+                f"tool {self.name!r} answered an error as a success: {call} got isError false "
+                f"with {_excerpt(answer.text)}; {planted}; jsonschema on the server's "
+                f"inputSchema: {schema}")
+        raise AssertionError(
+            f"tool {self.name!r} accepted a call its own inputSchema refuses: {call} answered "
+            f"{_show(answer.value)}; {planted}; jsonschema on the server's inputSchema: "
+            f"{schema}")
+
+    # --- valid calls ---
+
+    def accepts(self, args: Any, base: dict[str, Any] | None = None, varied: str = "") -> None:
+        """A valid call, drawn: see ``accept``."""
         from hypothesis import assume
 
-        wire = self.sendable(args, frozenset({""}))
+        assume(not self.tool.long_running)
+        wire = self.valid(args)
         assume(wire is not None)
-        self.sent += 1
-        self.drawn["valid call"] += 1
-        answer = self.send(wire, "the valid call")
-        name = shown(self.tool.name)
-        if answer.refused:
-            raise AssertionError(
-                f"tool {name!r} refused what its schema admits: {name}({_show(wire)}) "
-                f"answered {answer.reason or answer.text[:200]!r}")
-        self._check_result(wire, answer)
-        _event("accepts: " + ("empty result" if _is_empty(answer.value) else "answered"))
+        self.accept(wire, base, varied)
 
-    def _check_result(self, wire: dict[str, Any], answer: Answer) -> None:
-        name = shown(self.tool.name)
-        what = f"{name}({_show(wire)}) returned {_show(answer.value)}"
-        reason = self.gate.validate_result(self.tool.name, answer.value)
-        if self.tool.listing.output_schema is not None:
-            if answer.structured is None:
-                raise AssertionError(f"tool {name!r} has an outputSchema but "
-                                     f"{name}({_show(wire)}) returned no structuredContent")
-            error = _first_error(self.tool.validator("output"), answer.structured)
-            if error is not None:
-                raise AssertionError(
-                    f"{what}, outside its outputSchema at {error.json_path}: {error.message}"
-                    + (f" (the gate says result:{reason})" if reason else ""))
-        if reason:
-            raise AssertionError(f"{what}, which its return contract refuses: result:{reason}")
+    def accept(self, wire: dict[str, Any], base: dict[str, Any] | None = None,
+               varied: str = "", source: str = "valid call") -> None:
+        """A valid call is answered, within its outputSchema; a refusal, an error text or an
+        empty answer where ``base`` found something, warns. ``varied`` is the one argument
+        ``wire`` changes of ``base``, a call known to succeed; ``source`` what made the call
+        (``valid call``: drawn; ``given call``: ``--examples``; ``hinted call``: the schema)."""
+        self.drawn[source] += 1
+        answer = self.send(wire, "the valid call")
+        call = f"{self.name}({_show(wire)})"
+        if answer.refused:
+            if source != "hinted call":  # a candidate, not a claim of the schema's
+                self.warn("refused valid", self._refused_valid(
+                    call, wire, answer, base, varied, source == "given call"),
+                    rank=1 if source == "given call" or varied else 0)
+            return
+        if answer.error_as_success:
+            self.warn("error as success", (
+                f"tool {self.name!r} answered {call} with what reads as an error, with isError "
+                f"false: {_excerpt(answer.text)}; an error should be answered isError: true"))
+            return
+        self._check_result(call, answer)
+        self.accepted += 1
+        base_empty = next((empty for known, empty in self.tool.known if known == base), True)
+        self.tool.remember(wire, answer.empty)
+        _event("accepts: " + ("empty result" if answer.empty else "answered"))
+        if (base is not None and varied and answer.empty and not base_empty
+                and wire.get(varied) not in ([], "", {}) and not _searches(self.tool.name)):
+            self.warn("empty success", (
+                f"tool {self.name!r} answered {call} with an empty success, where "
+                f"{self.name}({_show(base)}) found something: {varied!r} = "
+                f"{_show(wire.get(varied))} matches nothing, which should be refused "
+                f"(isError: true), or the schema should exclude the value"))
+
+    def _refused_valid(self, call: str, wire: dict[str, Any], answer: Answer,
+                       base: dict[str, Any] | None, varied: str, given: bool) -> str:
+        said = _excerpt(answer.reason or answer.text)
+        if given:
+            return (f"tool {self.name!r} refused {call}, a call given as known-good "
+                    f"(--examples): {said}")
+        if base is not None and varied:
+            properties = self.tool.listing.input_schema.get("properties") or {}
+            kind = (properties.get(varied) or {}).get("type")
+            tighten = _TIGHTEN.get(kind if isinstance(kind, str) else "", "enum or const")
+            return (f"your schema admits {_show(wire.get(varied))} for {varied!r} of tool "
+                    f"{self.name!r}; the server refuses it: {call} answered {said}, where "
+                    f"{self.name}({_show(base)}) was accepted; tighten the schema of "
+                    f"{varied!r} with {tighten}")
+        return (f"tool {self.name!r} refused what its schema admits: {call} answered {said}; "
+                f"tighten the schema, or give a call that succeeds with --examples FILE")
+
+    def _check_result(self, call: str, answer: Answer) -> None:
+        schema = self.tool.listing.output_schema
+        if schema is None:
+            return
+        if answer.structured is None:
+            raise AssertionError(f"tool {self.name!r} has an outputSchema but {call} returned "
+                                 f"no structuredContent")
+        error = _first_error(self.tool.validator("output"), answer.structured)
+        if error is not None:
+            reason = self.gate.validate_result(self.tool.name, answer.structured)
+            raise AssertionError(
+                f"{call} returned {_show(answer.structured)}, outside its outputSchema at "
+                f"{error.json_path}: {error.message}"
+                + (f" (the gate says result:{reason})" if reason else ""))
+
+    def probe(self) -> None:
+        """Send the known-good candidates: the calls given, then the schema's hints."""
+        from hypothesis.errors import UnsatisfiedAssumption
+
+        from .strategies import simplest_args
+
+        try:
+            simplest: dict[str, Any] | None = simplest_args(self.table, self.tool.name)
+        except Exception:  # no call keeps the contract: only given calls can be tried
+            simplest = None
+        given = [(call, True) for call in self.tool.given]
+        hinted = [(call, False) for call in hinted_calls(self.tool.listing.input_schema,
+                                                        simplest)]
+        for call, is_given in given + hinted:
+            wire = _wire(call)
+            if not isinstance(wire, dict) or self.written_error(wire):
+                if is_given:
+                    self.warn("given invalid", (
+                        f"the call given for tool {self.name!r}, {_show(call)}, is outside its "
+                        f"inputSchema: {self.written_error(wire) or 'not a JSON object'}"))
+                continue
+            if not is_given and self.valid(wire) is None:
+                continue
+            with contextlib.suppress(UnsatisfiedAssumption):  # a long-running tool
+                self.accept(wire, source="given call" if is_given else "hinted call")
+        self.probe_edges()
+
+    def probe_edges(self) -> None:
+        """Send the first call known to succeed with one argument at an edge its schema
+        admits (0 and -1 for a number, ``""``, ``[]``, each enum value): what a careful
+        person tries first, so what it finds is found on every run, not by luck."""
+        from hypothesis.errors import UnsatisfiedAssumption
+
+        if not self.tool.known:
+            return
+        base = min(self.tool.known, key=lambda pair: pair[1])[0]  # one that found something
+        properties = self.tool.listing.input_schema.get("properties") or {}
+        for arg, schema in properties.items():
+            for edge in _edges(schema):
+                wire = self.valid({**copy.deepcopy(base), arg: edge})
+                if wire is None or wire == base:
+                    continue
+                with contextlib.suppress(UnsatisfiedAssumption):
+                    self.accept(wire, base, arg, source="edge call")
+
+
+#: A name nothing is called: what a lookup of something that does not exist sends.
+NO_SUCH_NAME = "agtool-no-such-name"
+
+
+def _edges(schema: Any) -> list[Any]:
+    """The edge values of one property's schema, as written (the caller keeps the valid):
+    0 and -1 and the bounds of a number, the empty string and a name nothing has, the empty
+    list and a list of that name, both booleans, each enum value."""
+    if not isinstance(schema, dict):
+        return []
+    if isinstance(schema.get("enum"), list):
+        return list(schema["enum"])
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        return [0, -1, *(schema[key] for key in ("minimum", "maximum") if key in schema)]
+    if kind == "string":
+        return ["", NO_SUCH_NAME]
+    if kind == "array":
+        items = schema.get("items")
+        return [[], *([[NO_SUCH_NAME]] if isinstance(items, dict)
+                                          and items.get("type") == "string" else [])]
+    return [True, False] if kind == "boolean" else []
 
 
 def _event(text: str) -> None:
@@ -565,58 +620,81 @@ def _event(text: str) -> None:
         record(text)
 
 
-def _is_empty(value: Any) -> bool:
-    if isinstance(value, dict):
-        return not value or any(isinstance(each, list) and not each for each in value.values())
-    return value in ([], "", None)
-
-
-def item_test(target: McpTarget, tool: ToolUnderTest, item: CheckItem, settings: Any,
-              seed: int) -> tuple[Callable[[], None], _Checks]:
-    """The Hypothesis test of ``item``, and its checks (which count what they sent)."""
-    from hypothesis import HealthCheck, Phase, given
-    from hypothesis import seed as with_seed
-    from hypothesis import settings as Settings
+def _strategy(item: CheckItem, checks: _Checks) -> tuple[Any, Callable[[Any], None]]:
+    """What ``item`` draws, and the check of each draw; bases are the calls known now."""
     from hypothesis import strategies as st
 
     from .strategies import model_mistakes, one_defect_args, valid_args
 
-    checks = _Checks(target, tool)
-    table, name = checks.table, tool.name
-    strategy: st.SearchStrategy[Any]
-    check: Callable[[Any], None]
+    table, name = checks.table, checks.tool.name
+    # Calls that found something first: Hypothesis draws the first base the most.
+    known = sorted(checks.tool.known, key=lambda pair: pair[1])
+    bases = [call for call, _ in known if checks.gate.validate_args(name, call) == ""]
     if item.prop == "refused":
         site = item.case
-        strategy = st.tuples(one_defect_args(table, name, site.kind, site.arg, site.path),
-                             valid_args(table, name))
+        strategy = one_defect_args(table, name, site.kind, site.arg, site.path, bases=bases)
 
-        def check(drawn: Any) -> None:
-            call, follow = drawn
-            checks.refused(call.args, frozenset({call.reason}), f"{site.kind}: {call.how}",
-                           follow)
-    elif item.prop == "mistake":
-        strategy = st.tuples(model_mistakes(table, name, item.case), valid_args(table, name))
+        def check(call: Any) -> None:
+            checks.refused(call.args, call.base, frozenset({call.reason}),
+                           f"{site.kind}: {call.how}")
+        return strategy, check
+    if item.prop == "mistake":
+        def check_mistake(mistake: Any) -> None:
+            checks.refused(mistake.args, mistake.base, mistake.reasons,
+                           f"mistake: {mistake.kind}")
+        return model_mistakes(table, name, item.case, bases=bases), check_mistake
+    fresh = valid_args(table, name).map(lambda args: (None, "", args))
+    drawn: Any = fresh
+    if bases and checks.tool.entry and checks.tool.entry.get("args"):
+        drawn = st.one_of(_varied(table, name, bases), fresh)
 
-        def check(drawn: Any) -> None:
-            mistake, follow = drawn
-            checks.refused(mistake.args, mistake.reasons, f"mistake: {mistake.kind}", follow)
-    else:
-        strategy = valid_args(table, name)
-        check = checks.accepts
+    def check_valid(drawn: Any) -> None:
+        base, varied, args = drawn
+        checks.accepts(args, base, varied)
+    return drawn, check_valid
+
+
+def _varied(table: Mapping[str, Any], name: str, bases: list[dict[str, Any]]) -> Any:
+    """A call known to succeed with one argument set to another valid value."""
+    from hypothesis import strategies as st
+
+    from .strategies._args import contract_of
+    from .strategies._specs import valid_value
+
+    specs = contract_of(table, name).args
+
+    @st.composite
+    def varied(draw: st.DrawFn) -> tuple[dict[str, Any], str, dict[str, Any]]:
+        base = draw(st.sampled_from(bases))
+        arg = draw(st.sampled_from(list(specs)))
+        return base, arg, {**copy.deepcopy(base), arg: draw(valid_value(specs[arg]))}
+    return varied()
+
+
+def _hypothesis_run(item: CheckItem, checks: _Checks, settings: Any, seed: int) -> None:
+    """Run ``item``'s Hypothesis test (failures raise, as Hypothesis reports them)."""
+    from hypothesis import HealthCheck, Phase, given
+    from hypothesis import seed as with_seed
+    from hypothesis import settings as Settings
+    from hypothesis.strategies import SearchStrategy
+
+    strategy, check = _strategy(item, checks)
+    drawn_from: SearchStrategy[Any] = strategy
 
     def test(drawn: Any) -> None:
         check(drawn)
 
     base = settings if settings is not None else Settings()
-    suppressed = (*base.suppress_health_check, HealthCheck.too_slow,
+    suppressed = (*base.suppress_health_check, HealthCheck.too_slow, HealthCheck.filter_too_much,
                   HealthCheck.function_scoped_fixture, HealthCheck.differing_executors)
     # No explain phase: it replays a failure many times over, each a round trip.
     phases = tuple(phase for phase in base.phases if phase is not Phase.explain)
     configured = Settings(base, max_examples=min(base.max_examples, EXAMPLES_PER_ITEM),
                           database=None, deadline=None, suppress_health_check=suppressed,
                           phases=phases)
-    wrapped = with_seed(seed)(configured(given(strategy)(test)))
-    return wrapped, checks
+    wrapped: Any = given(drawn_from)(test)
+    run: Callable[[], None] = with_seed(seed)(configured(wrapped))
+    run()
 
 
 def choose_seed(given_seed: int | None, derandomized: bool) -> int:
@@ -628,12 +706,12 @@ def choose_seed(given_seed: int | None, derandomized: bool) -> int:
     return random.SystemRandom().randrange(2**32)
 
 
-# --- Running every item, outside pytest --------------------------------------------------------
+# --- Running one item --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class ItemResult:
-    """How one item ended: ``passed``, ``failed`` or ``skipped``, and what it sent."""
+    """How one item ended (one of ``OUTCOMES``), why, and what it sent."""
 
     item: CheckItem
     outcome: str
@@ -641,22 +719,8 @@ class ItemResult:
     examples: int
     seed: int
     drawn: Mapping[str, int] = field(default_factory=dict)
-
-
-def run_item(target: McpTarget, tool: ToolUnderTest, item: CheckItem, settings: Any,
-             seed: int) -> ItemResult:
-    """Run one item; a failure is a result, not an exception."""
-    if item.skip:
-        return ItemResult(item, "skipped", item.skip, 0, seed)
-    test, checks = item_test(target, tool, item, settings, seed)
-    try:
-        test()
-    except Exception as exc:
-        found = getattr(exc, "exceptions", None) or [exc]
-        lines = [_failure_text(one) for one in found]
-        return ItemResult(item, "failed", "\n".join(lines), checks.sent, seed,
-                          dict(checks.drawn))
-    return ItemResult(item, "passed", "", checks.sent, seed, dict(checks.drawn))
+    duration: float = 0.0
+    accepted: int = 0  #: valid calls the server accepted (``accepts``)
 
 
 def _failure_text(exc: BaseException) -> str:
@@ -665,19 +729,132 @@ def _failure_text(exc: BaseException) -> str:
     return "\n".join([head, *notes])
 
 
-def run_check(target_spec: str, *, allow_writes: bool = False, settings: Any = None,
-              seed: int = DERANDOMIZED_SEED, errlog: Any = None,
-              transport: Transport | None = None,
+def _verdict(item: CheckItem, checks: _Checks) -> tuple[str, str]:
+    """The outcome and message of an item that raised nothing."""
+    if checks.warnings:
+        return "warned", "\n".join(text for _, text in checks.warnings.values())
+    if checks.tool.long_running and not (checks.pinned or checks.accepted):
+        return "inconclusive", checks.tool.long_running
+    if item.prop == "accepts":
+        if checks.accepted:
+            return "passed", ""
+        return "inconclusive", "no valid call could be sent"
+    if checks.pinned:
+        return "passed", ""
+    if checks.unpinned:
+        return "inconclusive", checks.unpinned
+    return "inconclusive", "no call could be sent with exactly the planted defect"
+
+
+def _run_calls(target: McpTarget, tool: ToolUnderTest, item: CheckItem, settings: Any,
+               seed: int) -> tuple[str, str, _Checks]:
+    from hypothesis.errors import Unsatisfiable
+
+    checks = _Checks(target, tool)
+    if tool.long_running:
+        return "inconclusive", tool.long_running, checks
+    try:
+        if item.prop == "accepts":
+            tool.probed = True
+            checks.probe()
+        _hypothesis_run(item, checks, settings, seed)
+    except Unsatisfiable:
+        pass  # every draw was left unsent: said by the verdict
+    except Exception as exc:
+        found = getattr(exc, "exceptions", None) or [exc]
+        return "failed", "\n".join(_failure_text(one) for one in found), checks
+    outcome, message = _verdict(item, checks)
+    return outcome, message, checks
+
+
+def _secret(target: McpTarget, tool: ToolUnderTest) -> tuple[str, str]:
+    if not target.canary:
+        return "skipped", ("the server was not started by the harness (a URL, or a server in "
+                           "this process): no canary could be planted in its environment")
+    if tool.name in target.leaks:
+        return "failed", (f"tool {shown(tool.name)!r} leaked a secret planted in the server's "
+                          f"environment: {target.leaks[tool.name]}")
+    if not tool.answered:
+        return "inconclusive", f"no call of tool {shown(tool.name)!r} was answered"
+    return "passed", ""
+
+
+def _listing(target: McpTarget, tool: ToolUnderTest) -> tuple[str, str]:
+    name = shown(tool.name)
+    try:
+        now = {each.name: _listed_entry(each) for each in target.list_now(tool.name)}
+    except UpstreamUnavailable as exc:
+        return "failed", f"after the calls of tool {name!r}, the server {exc}"
+    if tool.name not in now:
+        return "failed", (f"tool {name!r} was listed at the start of the run, and is no longer "
+                          f"listed after its calls")
+    first, later = tool.listed, now[tool.name]
+    changed = [key for key in sorted(set(first) | set(later)) if first.get(key) != later.get(key)]
+    if changed:
+        key = changed[0]
+        return "failed", (f"the listing of tool {name!r} changed during the run: its {key} was "
+                          f"{_show(first.get(key))}, and after its calls is "
+                          f"{_show(later.get(key))}" + (f" (also {', '.join(changed[1:])})"
+                                                        if changed[1:] else ""))
+    return "passed", ""
+
+
+def run_item(target: McpTarget, tool: ToolUnderTest, item: CheckItem, settings: Any,
+             seed: int) -> ItemResult:
+    """Run one item; a failure is a result, not an exception. Its message is scrubbed of
+    every value of the caller's environment."""
+    if item.skip:
+        return ItemResult(item, "skipped", item.skip, 0, seed)
+    started = time.perf_counter()
+    if item.prop in ("refused", "mistake", "secret") and not tool.probed:
+        # The calls known to succeed are looked for first, as a whole run would have.
+        run_item(target, tool, CheckItem(tool.name, "accepts"), settings, seed)
+    examples, drawn, accepted = 0, {}, 0
+    if item.prop == "secret":
+        outcome, message = _secret(target, tool)
+    elif item.prop == "listing":
+        outcome, message = _listing(target, tool)
+    else:
+        outcome, message, checks = _run_calls(target, tool, item, settings, seed)
+        examples, drawn, accepted = checks.sent, dict(checks.drawn), checks.accepted
+    # Lines split at "\n" alone: a separator inside server data (U+2028) is escaped.
+    message = "\n".join(one_line(line) for line in target.scrubber.text(message).split("\n"))
+    return ItemResult(item, outcome, message, examples, seed, drawn,
+                      round(time.perf_counter() - started, 6), accepted)
+
+
+# --- Running every item, outside pytest --------------------------------------------------------
+
+
+def run_check(target_spec: str, *, allow_writes: bool = False, allow_tools: Collection[str] = (),
+              settings: Any = None, seed: int = DERANDOMIZED_SEED, errlog: Any = None,
+              transport: Transport | None = None, env: Mapping[str, str] | None = None,
+              cwd: str | None = None, timeout: float = CALL_TIMEOUT,
+              tool_timeouts: Mapping[str, float] | None = None,
+              examples: Mapping[str, Sequence[dict[str, Any]]] | None = None,
+              only: Collection[str] = (), canary: str | None = None,
               progress: Callable[[ItemResult], None] | None = None) -> list[ItemResult]:
-    """Every item of every tool of the server at ``target_spec``; ``UpstreamUnavailable``
-    if it does not start or list its tools. ``transport`` reaches a server in this process
-    instead (``target_spec`` then only names it)."""
-    with McpTarget(target_spec, errlog=errlog, transport=transport) as target:
-        tools = {tool.name: tool for tool in tools_under_test(target)}
+    """Every item of every tool of the server at ``target_spec`` (or the items named in
+    ``only``, ``tool::label``); ``UpstreamUnavailable`` if it does not start or list its tools.
+    ``transport`` reaches a server in this process instead (``target_spec`` then only names
+    it, and ``canary`` is the secret the test planted, if any)."""
+    with McpTarget(target_spec, errlog=errlog, transport=transport, env=env, cwd=cwd,
+                   timeout=timeout, tool_timeouts=tool_timeouts, canary=canary) as target:
+        tools = {tool.name: tool for tool in tools_under_test(target, examples)}
         results = []
-        for item in plan(list(tools.values()), allow_writes=allow_writes):
+        for item in plan(list(tools.values()), allow_writes=allow_writes,
+                         allow_tools=allow_tools):
+            if only and item.name not in only:
+                continue
             result = run_item(target, tools[item.tool], item, settings, seed)
             if progress is not None:
                 progress(result)
             results.append(result)
     return results
+
+
+def never_accepted(results: Sequence[ItemResult]) -> list[str]:
+    """The tools whose ``accepts`` ran and got no call accepted, in order."""
+    return [result.item.tool for result in results
+            if result.item.prop == "accepts" and result.outcome != "skipped"
+            and not result.accepted]

@@ -8,17 +8,26 @@
 
 Items, per tool of the server (see ``agtool.harness._mcp_check`` for what each checks)::
 
-    agtool-mcp:python my_server.py::<tool>::refused[type:limit]   one per defect site
-    agtool-mcp:python my_server.py::<tool>::mistake[bool-for-int] one per model mistake
-    agtool-mcp:python my_server.py::<tool>::accepts               a valid call, its result
     agtool-mcp:python my_server.py::<tool>::contract              skipped: what the importer
                                                                   cannot enforce
+    agtool-mcp:python my_server.py::<tool>::accepts               valid calls, their results
+    agtool-mcp:python my_server.py::<tool>::refused[type:limit]   one per defect site
+    agtool-mcp:python my_server.py::<tool>::mistake[bool-for-int] one per model mistake
+    agtool-mcp:python my_server.py::<tool>::secret                no answer holds the canary
+    agtool-mcp:python my_server.py::<tool>::listing               the listing did not change
+
+Verdicts map onto pytest's outcomes: a failure fails, a warning passes and is
+listed in a closing section (``--agtool-strict`` fails it), an inconclusive
+item is skipped saying why. ``--agtool-allow-tool``, ``--agtool-env``,
+``--agtool-examples``, ``--agtool-timeout`` and ``--agtool-item`` are
+``agtool check``'s ``--allow-tool``, ``--env``, ``--examples``, ``--timeout``
+and ``--item``; a failure's replay line carries every one of them.
 
 Each item draws at most ``EXAMPLES_PER_ITEM`` examples of the profile's
 (``--hypothesis-profile``), with the run's seed: ``--hypothesis-seed`` if
 given, else a fixed one under a derandomized profile (``ci``), else a new one,
 printed in the header. An item carries the ``agtool`` marker, ``agtool_info``
-and, once run, the ``examples`` and ``seed`` user properties. A server that
+and, once run, the ``examples``, ``seed`` and ``verdict`` user properties. A server that
 does not start is a collection error of one line.
 
 ``pytest_agtool`` registers this module only when ``--agtool-mcp`` is given.
@@ -37,17 +46,26 @@ from ._pytest_options import options
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
 
-    from ._mcp_check import CheckItem, McpTarget, ToolUnderTest
+    from ._mcp_check import CheckItem, ItemResult, McpTarget, ToolUnderTest
+    from ._mcp_options import CheckOptions
 
-__all__ = ["McpItem", "McpServerCollector", "McpToolCollector"]
+__all__ = ["McpFinding", "McpItem", "McpServerCollector", "McpToolCollector"]
 
 _TARGETS = pytest.StashKey[list["McpTarget"]]()
+_WARNED = pytest.StashKey[list[str]]()
+_OPTIONS = pytest.StashKey["CheckOptions"]()
+
+
+class McpFinding(AssertionError):
+    """An item's failure (or, under ``--agtool-strict``, its warning), already worded."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "agtool: an item of agtool's harness")
     config.stash[_TARGETS] = []
-    # As agtool.harness._pytest_table does: the harness's profiles, dev or ci unless one was chosen.
+    config.stash[_WARNED] = []
+    # As agtool.harness._pytest_table does: the harness's profiles, dev or ci unless one was
+    # chosen.
     from hypothesis import settings
 
     from .strategies.profiles import load_default_profile, register_profiles
@@ -74,6 +92,23 @@ def run_seed(config: pytest.Config) -> int:
     return options(config).seed
 
 
+def check_options(config: pytest.Config) -> CheckOptions:
+    """The run's options for every MCP server, read once."""
+    from ._mcp_options import CheckOptions, parse_timeouts
+
+    if _OPTIONS in config.stash:
+        return config.stash[_OPTIONS]
+    given = options(config)
+    default, per_tool = parse_timeouts(given.mcp_timeouts, "--agtool-timeout")
+    read = CheckOptions.read(
+        allow_writes=given.allow_writes, allow_tools=given.mcp_allow_tools,
+        env=given.mcp_env, examples_file=given.mcp_examples, timeout=default,
+        tool_timeouts=[f"{tool}={seconds}" for tool, seconds in per_tool.items()],
+        strict=given.mcp_strict)
+    config.stash[_OPTIONS] = read
+    return read
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     seed = run_seed(config)
     return f"agtool mcp: seed {seed} (the same calls again: --hypothesis-seed={seed})"
@@ -90,6 +125,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items.extend(session.genitems(collector))
 
 
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    warned = config.stash.get(_WARNED, [])
+    if warned:
+        terminalreporter.section("agtool mcp warnings")
+        for line in warned:
+            terminalreporter.write_line(line)
+
+
 class McpServerCollector(pytest.Collector):
     """The tools of one ``--agtool-mcp`` server, listed through the official client."""
 
@@ -100,14 +143,20 @@ class McpServerCollector(pytest.Collector):
     def collect(self) -> Iterator[McpToolCollector]:
         from ._mcp_check import McpTarget, plan, tools_under_test
 
-        server = McpTarget(self.target)
+        given = check_options(self.config)
+        server = McpTarget(self.target, env=given.env, timeout=given.timeout,
+                           tool_timeouts=given.tool_timeouts)
         self.config.stash[_TARGETS].append(server)
-        tools = tools_under_test(server)
-        items = plan(tools, allow_writes=options(self.config).allow_writes)
+        tools = tools_under_test(server, given.examples)
+        only = set(options(self.config).mcp_items)
+        items = [item for item in plan(tools, allow_writes=given.allow_writes,
+                                       allow_tools=given.allow_tools)
+                 if not only or item.name in only]
         for tool in tools:
-            yield McpToolCollector.from_parent(
-                self, name=tool.name, server=server, tool=tool,
-                items=[item for item in items if item.tool == tool.name])
+            mine = [item for item in items if item.tool == tool.name]
+            if mine:
+                yield McpToolCollector.from_parent(self, name=tool.name, server=server,
+                                                   tool=tool, items=mine)
 
     def repr_failure(self, excinfo: ExceptionInfo[BaseException],
                      style: Any = None) -> str | TerminalRepr:
@@ -137,9 +186,9 @@ class McpItem(pytest.Item):
         self.check = check
         self.add_marker(pytest.mark.agtool)
         target = self._collector.server.target
-        self.agtool_info = {"source": target, "tool": check.tool, "property": check.prop}
-        self._test: Any = None
-        self._checks: Any = None
+        self.agtool_info = {"source": target, "tool": check.tool, "property": check.prop,
+                            "case": check.case_label}
+        self.result: ItemResult | None = None
 
     @property
     def _collector(self) -> McpToolCollector:
@@ -148,46 +197,48 @@ class McpItem(pytest.Item):
             raise TypeError(f"an McpItem belongs to an McpToolCollector, not {parent!r}")
         return parent
 
-    @property
-    def obj(self) -> Any:
-        """The Hypothesis test; Hypothesis's plugin reads it to report statistics."""
-        if self._test is None and not self.check.skip:
-            from hypothesis import settings
-
-            from ._mcp_check import item_test
-
-            collector = self._collector
-            self._test, self._checks = item_test(collector.server, collector.tool, self.check,
-                                                 settings(), run_seed(self.config))
-        return self._test
-
     def runtest(self) -> None:
+        from hypothesis import settings
+
+        from ._mcp_check import run_item
+
         seed = run_seed(self.config)
-        if self.check.skip:
-            self.user_properties += [("examples", 0), ("seed", seed)]
-            pytest.skip(self.check.skip)
-        try:
-            self.obj()
-        finally:
-            sent = self._checks.sent if self._checks is not None else 0
-            self.user_properties += [("examples", sent), ("seed", seed)]
-            # Hypothesis would offer a patch adding @example to the harness's own test.
-            self.__dict__.pop("_hypothesis_failing_examples", None)
+        collector = self._collector
+        result = run_item(collector.server, collector.tool, self.check, settings(), seed)
+        self.result = result
+        self.agtool_info["verdict"] = result.outcome
+        self.user_properties += [("examples", result.examples), ("seed", seed),
+                                 ("verdict", result.outcome)]
+        if result.outcome == "skipped":
+            pytest.skip(result.message)
+        if result.outcome == "inconclusive":
+            pytest.skip(f"inconclusive: {result.message.splitlines()[0]}")
+        strict = check_options(self.config).strict
+        if result.outcome == "failed" or (result.outcome == "warned" and strict):
+            raise McpFinding(result.message)
+        if result.outcome == "warned":
+            self.config.stash[_WARNED].append(
+                f"WARN {self.check.tool} {self.check.label}: {result.message.splitlines()[0]}")
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"agtool mcp {self.check.label} {self.check.tool}"
 
+    def replay(self) -> str:
+        """The pytest command that runs this item alone, with the same calls."""
+        from ._mcp_options import command_line
+
+        target = self._collector.server.target
+        return command_line(["pytest", f"--agtool-mcp={target}",
+                             f"--hypothesis-seed={run_seed(self.config)}",
+                             *check_options(self.config).replay_flags(pytest=True),
+                             f"--agtool-item={self.check.name}"])
+
     def repr_failure(self, excinfo: ExceptionInfo[BaseException],
                      style: Any = None) -> str | TerminalRepr:
-        failures = getattr(excinfo.value, "exceptions", None) or [excinfo.value]
-        if not all(isinstance(failure, (AssertionError, AgtoolError)) for failure in failures):
+        if not isinstance(excinfo.value, (McpFinding, AgtoolError)):
             return super().repr_failure(excinfo, style)  # a crash of the harness: traceback
         target = self._collector.server.target
-        seed = run_seed(self.config)
         lines = [f"agtool mcp: {self.check.prop!r} does not hold for tool "
-                 f"{self.check.tool!r} of {target}"]
-        for failure in failures:
-            lines += ["", str(failure), *getattr(failure, "__notes__", [])]
-        lines += ["", f"replay: pytest --agtool-mcp={target!r} --hypothesis-seed={seed} "
-                      f"-k {self.check.tool!r}"]
+                 f"{self.check.tool!r} of {target}", "", str(excinfo.value), "",
+                 f"replay: {self.replay()}"]
         return "\n".join(lines)

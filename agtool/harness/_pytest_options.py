@@ -36,6 +36,18 @@ class HarnessOptions:
     mcp_targets: tuple[str, ...] = ()
     #: ``--agtool-allow-writes``.
     allow_writes: bool = False
+    #: ``--agtool-allow-tool`` values: tools called though they may write.
+    mcp_allow_tools: tuple[str, ...] = ()
+    #: ``--agtool-env`` values, ``NAME`` or ``NAME=VALUE``: what a started server gets.
+    mcp_env: tuple[str, ...] = ()
+    #: ``--agtool-examples``: a file of calls that should succeed, or ``None``.
+    mcp_examples: str | None = None
+    #: ``--agtool-item`` values, ``TOOL::LABEL``: the only MCP items collected.
+    mcp_items: tuple[str, ...] = ()
+    #: ``--agtool-timeout`` values, ``SECONDS`` or ``TOOL=SECONDS``.
+    mcp_timeouts: tuple[str, ...] = ()
+    #: ``--agtool-strict``: a warning fails its item.
+    mcp_strict: bool = False
 
 
 OPTIONS = pytest.StashKey[HarnessOptions]()

@@ -36,6 +36,7 @@ from langgraph.types import Command
 from .._authority import Approval
 from .._errors import NotApplied, ToolFailed
 from .._gate import Gate
+from .._keys import inherited_keys
 from ._answer import Caller, tool_message
 
 __all__ = ["GateWrapper"]
@@ -103,10 +104,17 @@ class _Bodies(Mapping[str, Mapping[str, Any]]):
 
 def _shadow(gate: Gate) -> Gate:
     """A gate over ``gate``'s table whose bodies are the agent's tools, sharing its
-    scope, write store, records, memo settings and tracing."""
-    shadow = Gate(_Bodies(gate.table), scope=gate.scope, store=gate.store,
-                  records=gate.records, pending_wait=gate.pending_wait,
-                  memo_size=gate.cache.size, memo_ttl=gate.memo_ttl, clock=gate.cache.clock)
+    scope, write store, records, memo settings, secret (and old secrets), lease and
+    workers, and tracing: a call through it is keyed, leased, run and traced as through
+    ``gate`` itself."""
+    runtime = gate._runtime
+    with inherited_keys(runtime.keys):
+        shadow = Gate(_Bodies(gate.table), scope=gate.scope, store=gate.store,
+                      records=gate.records, pending_wait=gate.pending_wait,
+                      memo_size=gate.cache.size, memo_ttl=gate.memo_ttl,
+                      clock=gate.cache.clock, lease=runtime.lease,
+                      workers=runtime.pool.size)
+    shadow._runtime.pool = runtime.pool
     # A gate agtool.otel traces has a sink that traces a gate made with it alike.
     trace_copy = getattr(gate.records, "trace_copy", None)
     if trace_copy is not None:

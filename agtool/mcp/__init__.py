@@ -5,6 +5,8 @@
     agtool mcp serve --table myapp.tools:TOOLS            # stdio
     agtool mcp serve --table myapp.tools:TOOLS --http --port 8000
     agtool mcp proxy -- python their_server.py
+    agtool mcp proxy --url http://127.0.0.1:9000/mcp
+    agtool mcp pin --pins pins.json -- python their_server.py
 
 ``server(gate_or_table)`` is the low-level MCP ``Server`` both commands run:
 tools listed with the schemas the gate enforces and annotations from each
@@ -27,8 +29,10 @@ except ImportError:
     raise ImportError("agtool.mcp needs the mcp extra: pip install 'agtool-gate[mcp]'") from None
 
 import contextlib
+import signal
 import sys
-from collections.abc import Collection, Mapping, Sequence
+import threading
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -41,16 +45,22 @@ from .._jsonschema import IMPORTED_EFFECTS, mcp_annotations
 from .._records import RecordSink
 from .._store import WriteStore
 from ..otel import instrument  # the MCP SDK needs opentelemetry-api: this always imports
+from ._pins import write_pins
 from ._proxy import (
     DEFAULT_UPSTREAM_TIMEOUT,
     UPSTREAM_TOOL_ERROR,
+    Served,
     Upstream,
-    gated_table,
     proxy_server,
+    serve_upstream,
+    stdin_lines,
+    stdout_lines,
 )
 from ._serve import DEFAULT_STEP, RUN_ID_META, STEP_ID_META, build_server, result_of
+from ._upstream import DEFAULT_RESTARTS
 
 __all__ = [
+    "DEFAULT_RESTARTS",
     "DEFAULT_STEP",
     "DEFAULT_UPSTREAM_TIMEOUT",
     "IMPORTED_EFFECTS",
@@ -58,9 +68,11 @@ __all__ = [
     "STEP_ID_META",
     "UPSTREAM_TOOL_ERROR",
     "UpstreamUnavailable",
+    "apin",
     "aproxy",
     "aserve_stdio",
     "mcp_annotations",
+    "pin",
     "proxy",
     "result_of",
     "serve_http",
@@ -97,9 +109,13 @@ def server(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *, name: str =
     return build_server(_gate_of(gate_or_table, gate_options), name=name)
 
 
-async def aserve_stdio(mcp_server: Server[Any]) -> None:
-    """Serve ``mcp_server`` over this process's stdin and stdout until the client leaves."""
-    async with stdio_server() as (read, write):
+async def aserve_stdio(mcp_server: Server[Any], stdin: Any = None, stdout: Any = None) -> None:
+    """Serve ``mcp_server`` over this process's stdin and stdout until the client leaves.
+
+    ``stdin`` (an async iterable of lines) and ``stdout`` (async ``write`` and
+    ``flush``) replace the SDK's own reader of fd 0 and writer of fd 1.
+    """
+    async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
         try:
             await mcp_server.run(read, write, mcp_server.create_initialization_options())
         finally:
@@ -125,32 +141,84 @@ def serve_http(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *,
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
-async def aproxy(command: Sequence[str], *, scope: Collection[str] = DEFAULT_SCOPE,
+async def aproxy(command: Sequence[str] = (), *, url: str | None = None,
+                 env: Collection[str] = (), pins: str | None = None,
+                 restarts: int = DEFAULT_RESTARTS,
+                 scope: Collection[str] = DEFAULT_SCOPE,
                  trust_tools: Collection[str] = (),
                  effects: Mapping[str, str | Mapping[str, Any]] | None = None,
                  sensitive: Mapping[str, Collection[str]] | None = None,
                  records: RecordSink | None = None, store: WriteStore | str | None = None,
                  timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
                  name: str = "agtool-proxy") -> None:
-    """Start ``command`` as an MCP server and serve its tools over stdio through a gate.
+    """Serve the tools of an MCP server over stdio through a gate, until the client leaves.
 
-    Contracts come from the upstream's own schemas (``import_tool``); a tool
-    whose schema cannot be enforced is hidden unless named in
-    ``trust_tools``, which passes it through ungated. Effects and risks come
-    from its annotations (``IMPORTED_EFFECTS``) unless ``effects`` says
-    otherwise; ``sensitive`` names fields to redact, per tool. Every call is
-    recorded to ``records``. An upstream call still unanswered after
-    ``timeout`` seconds is answered an error. An upstream that does not start
-    or list its tools raises ``UpstreamUnavailable`` before anything is served.
+    The upstream is ``command``, started as a stdio subprocess with the SDK's
+    default environment plus the variables ``env`` names, or the streamable
+    HTTP server at ``url``. Contracts come from the upstream's own schemas
+    (``import_tool``); a tool whose schema cannot be enforced is hidden unless
+    named in ``trust_tools``, which passes it through ungated. Effects and
+    risks come from its annotations (``IMPORTED_EFFECTS``) unless ``effects``
+    says otherwise; ``sensitive`` names fields to redact, per tool. With
+    ``pins`` (a file ``pin`` wrote), a tool not pinned there, or different
+    from its pin, is hidden; without it, a tool that changes after start-up
+    is. Every call is recorded to ``records``. An upstream call still
+    unanswered after ``timeout`` seconds is answered an error. A lost upstream
+    is restarted at most ``restarts`` times a minute. An upstream that does
+    not start or list its tools raises ``UpstreamUnavailable`` before anything
+    is served, and one lost for good raises it then.
     """
-    async with Upstream(command) as upstream:
-        table, passed = gated_table(upstream, await upstream.tools(), trust_tools=trust_tools,
-                                    effects=effects, sensitive=sensitive, timeout=timeout)
-        gate = _traced(Gate(table, scope=scope, records=records, store=store))
-        await aserve_stdio(proxy_server(upstream, gate, passed, name=name, timeout=timeout))
+    async with Upstream(command, url=url, env=env, restarts=restarts) as upstream:
+        served = Served(upstream, trust_tools, effects or {}, sensitive or {}, timeout, pins)
+        served.admit(upstream.listed)
+        upstream.on_listing = served.admit
+        gate = _traced(Gate(served.table, scope=scope, records=records, store=store))
+        mcp_server = proxy_server(upstream, gate, served, name=name, timeout=timeout)
+        with _stopping_on_signals(upstream), stdout_lines() as stdout:
+            await serve_upstream(upstream, mcp_server,
+                                 lambda served: aserve_stdio(served, stdin_lines(), stdout))
 
 
-def proxy(command: Sequence[str], **options: Any) -> None:
+@contextlib.contextmanager
+def _stopping_on_signals(upstream: Upstream) -> Iterator[None]:
+    """SIGTERM and SIGHUP end the upstream at once, then the proxy, as SIGINT does.
+
+    Whoever started the proxy may kill it right after: the upstream, in a process
+    group of its own, must not outlive it blocked in a call.
+    """
+    def stop(number: int, frame: object) -> None:
+        upstream.stop()
+        raise SystemExit(128 + number)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+async def apin(command: Sequence[str] = (), pins: str = "", *, url: str | None = None,
+               env: Collection[str] = ()) -> dict[str, str]:
+    """Pin every tool the upstream lists now in the file ``pins``; the pins written."""
+    async with Upstream(command, url=url, env=env, restarts=0) as upstream:
+        return write_pins(pins, upstream.listed)
+
+
+def pin(command: Sequence[str], pins: str, **options: Any) -> dict[str, str]:
+    """``apin`` for a synchronous caller."""
+    written: dict[str, str] = anyio.run(_run_pin, list(command), pins, options)
+    return written
+
+
+async def _run_pin(command: list[str], pins: str, options: dict[str, Any]) -> dict[str, str]:
+    return await apin(command, pins, **options)
+
+
+def proxy(command: Sequence[str] = (), **options: Any) -> None:
     """``aproxy`` for a synchronous caller (blocks): ``proxy(["python", "server.py"])``."""
     anyio.run(_run_proxy, list(command), options)
 

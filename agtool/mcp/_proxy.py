@@ -1,148 +1,218 @@
 """A gate in front of an existing MCP server: its own schemas, enforced before it runs.
 
-The upstream server is started as a stdio subprocess and asked for its tools.
-Each tool's ``inputSchema`` and ``outputSchema`` go through the import path
-that refuses what it cannot enforce (``agtool._jsonschema.import_tool``), its
+The upstream server (``agtool.mcp._upstream``) is asked for its tools. Each
+tool's ``inputSchema`` and ``outputSchema`` go through the import path that
+refuses what it cannot enforce (``agtool._jsonschema.import_tool``), its
 annotations give its effect and risk, and its gate body is a ``tools/call``
-to the upstream. A tool whose schema cannot be enforced is hidden, unless it
-is named in ``trust_tools``: then it is passed through ungated. Both are said
-on the ``agtool`` logger, which ``agtool mcp proxy`` prints to stderr.
+to the upstream. ``Served`` decides, for each listing, what the client sees:
+
+- a tool whose schema cannot be enforced is hidden, unless it is named in
+  ``trust_tools``: then it is passed through ungated;
+- a tool its pins do not allow (``agtool.mcp._pins``) is hidden until it is
+  pinned again;
+- a tool's name is served as ``shown`` makes any name a caller chose
+  (control characters escaped, at most ``SHOWN_CHARS`` characters), and a
+  tool whose served name another one already has is hidden.
+
+Each decision is said on the ``agtool`` logger, which ``agtool mcp proxy``
+prints to stderr. The upstream lists again when it says its tools changed, or
+after it was restarted, and the decisions are made again on that listing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import json
 import logging
-import os
+import math
+import queue
 import secrets
+import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import mcp.types as types
-from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.server.lowlevel import Server
 
-from .._errors import UpstreamError, UpstreamUnavailable
+from .._errors import SchemaError
 from .._gate import Gate
-from .._jsonschema import SchemaError, import_tool, tool_definition
+from .._jsonschema import import_tool, tool_definition
+from .._reasons import SHOWN_CHARS, shown
 from .._records import CallRecord
+from ._pins import hidden_by_pins, read_pins, tool_digest
 from ._serve import Forward, build_server
+from ._upstream import (
+    UPSTREAM_TOOL_ERROR,
+    Upstream,
+    UpstreamUnavailable,
+    cause_of,
+)
 
-__all__ = ["DEFAULT_UPSTREAM_TIMEOUT", "UPSTREAM_TOOL_ERROR", "Upstream",
-           "gated_table", "proxy_server"]
+__all__ = ["DEFAULT_UPSTREAM_TIMEOUT", "UPSTREAM_TOOL_ERROR", "Served", "Upstream",
+           "UpstreamUnavailable", "gated_table", "proxy_server", "serve_upstream", "stdin_lines",
+           "stdout_lines"]
 
 _log = logging.getLogger("agtool")
-#: The status an upstream tool's own error (``isError``) is answered with: a
-#: refusal by the upstream, not a transport failure, so never retried blindly.
-UPSTREAM_TOOL_ERROR = 422
 #: Seconds an upstream call may take before it is answered ``timeout``: an upstream
 #: that never answers must not hold the client's call open for ever.
 DEFAULT_UPSTREAM_TIMEOUT = 60.0
 # What an MCP tool listing may carry that the importer reads; the rest
 # (``execution``, ``icons``, ``_meta``) validates nothing.
 _LISTED_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+_cause = cause_of  # the name agtool._mcp_check imports
 
 
-def _cause(exc: BaseException) -> str:
-    """The first real failure inside ``exc``, which a task group may have wrapped."""
-    inner = getattr(exc, "exceptions", None)
-    while inner:
-        exc = inner[0]
-        inner = getattr(exc, "exceptions", None)
-    return f"{type(exc).__name__}: {exc}"
+@dataclass
+class Served:
+    """What the proxy serves of the upstream's listings: gated tools, passed ones, hidden ones.
 
+    ``table`` is the gate's table and ``forwarded`` the passed-through tools;
+    both are changed in place by ``admit``, so a gate and a server built on
+    them follow each listing. ``pins`` is a pins file, read again on each
+    listing; without it, the first listing is what later ones must match.
+    """
 
-class Upstream:
-    """The upstream MCP server, started as a subprocess for the life of an ``async with``."""
+    upstream: Upstream
+    trust_tools: Collection[str] = ()
+    effects: Mapping[str, str | Mapping[str, Any]] = field(default_factory=dict)
+    sensitive: Mapping[str, Collection[str]] = field(default_factory=dict)
+    timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT
+    pins: str | None = None
+    #: The gate's record sink, for the passed-through calls (``proxy_server`` sets it).
+    records: Any = None
+    table: dict[str, dict[str, Any]] = field(default_factory=dict)
+    forwarded: dict[str, tuple[types.Tool, Forward]] = field(default_factory=dict)
+    #: Why each upstream tool not served is hidden, by its upstream name.
+    hidden: dict[str, str] = field(default_factory=dict)
+    _digests: dict[str, str] = field(default_factory=dict)  # served name -> what is served
+    _at_start: dict[str, str] | None = None
 
-    def __init__(self, command: Sequence[str]) -> None:
-        if not command:
-            raise ValueError("the upstream server's command is empty")
-        self.command = list(command)
-        self.session: ClientSession | None = None
-        self._stack = AsyncExitStack()
-
-    async def __aenter__(self) -> Upstream:
-        # The whole environment, as any wrapper passes it on: the upstream's keys live there.
-        params = StdioServerParameters(command=self.command[0], args=self.command[1:],
-                                       env=dict(os.environ))
-        try:
-            read, write = await self._stack.enter_async_context(stdio_client(params))
-            session = await self._stack.enter_async_context(ClientSession(read, write))
-            await session.initialize()
-        except Exception as exc:  # a missing command, a crash, a server that is not MCP
-            await self._close_quietly()
-            raise UpstreamUnavailable(f"the upstream server {self.command[0]!r} did not start "
-                                      f"as an MCP server ({_cause(exc)})") from None
-        self.session = session
-        return self
-
-    async def _close_quietly(self) -> None:
-        with contextlib.suppress(Exception):  # the start-up failure is the news, not this
-            await self._stack.aclose()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.session = None
-        await self._stack.aclose()
-
-    async def tools(self) -> list[types.Tool]:
-        """Every tool the upstream lists, page after page."""
-        session = self._live()
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        while True:
+    def admit(self, listed: Sequence[types.Tool]) -> None:
+        """Decide, for this listing, what is served; the first call also checks option names."""
+        first = self._at_start is None
+        if first:
+            _check_named(listed, self.trust_tools, self.effects, self.sensitive)
+        hidden = self._unpinned(listed)
+        table: dict[str, dict[str, Any]] = {}
+        forwarded: dict[str, tuple[types.Tool, Forward]] = {}
+        digests: dict[str, str] = {}
+        for index, tool in enumerate(listed):
+            name, digest = shown(tool.name), tool_digest(tool)
+            if tool.name in hidden:
+                continue
+            if name in digests:
+                hidden[tool.name] = f"its name is served as {name!r}, which another tool has"
+                continue
+            kept = self._kept(name, digest)
             try:
-                page = await session.list_tools(params=None if cursor is None else
-                                                types.PaginatedRequestParams(cursor=cursor))
-            except Exception as exc:  # an upstream whose listing fails has nothing to gate
-                raise UpstreamUnavailable(f"the upstream server {self.command[0]!r} did not "
-                                          f"list its tools ({_cause(exc)})") from None
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                return tools
+                admitted = kept if kept is not None else self._imported(tool, index, name)
+            except SchemaError as exc:
+                hidden[tool.name] = (f"its schema cannot be enforced ({exc}); name it with "
+                                     f"--trust-tool to pass it through ungated")
+                continue
+            (forwarded if isinstance(admitted, tuple) else table)[name] = admitted  # type: ignore[assignment]
+            digests[name] = digest
+        self._say(hidden, {tool.name for tool in listed})
+        _replace(self.table, table)
+        _replace(self.forwarded, forwarded)
+        self.hidden, self._digests = hidden, digests
+        if first:
+            self._at_start = {tool.name: tool_digest(tool) for tool in listed}
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        """One upstream ``tools/call``, as the upstream answered it."""
-        return await self._live().call_tool(name, arguments)
-
-    def body(self, name: str) -> Any:
-        """The gate body of upstream tool ``name``: its checked args, sent on as they are."""
-        async def call_upstream(**arguments: Any) -> Any:
+    def _unpinned(self, listed: Sequence[types.Tool]) -> dict[str, str]:
+        pins = None
+        if self.pins is not None:
             try:
-                result = await self.call(name, arguments)
-            except (OSError, EOFError) as exc:
-                raise ConnectionError(f"upstream {name!r}: {exc}") from exc
-            if result.is_error:
-                raise UpstreamError(UPSTREAM_TOOL_ERROR, _text_of(result))
-            return _value_of(result)
+                pins = read_pins(self.pins)
+            except ValueError as exc:
+                if self._at_start is None:
+                    raise SchemaError("upstream", "", "", str(exc)) from None
+                _log.error("%s: every tool is hidden until it can be read", exc)
+                return {tool.name: "its pins file cannot be read" for tool in listed}
+        return hidden_by_pins(listed, pins, self._at_start, self.pins or "")
 
-        call_upstream.__name__ = f"upstream_{name}"
-        return call_upstream
+    def _kept(self, name: str, digest: str) -> dict[str, Any] | tuple[types.Tool, Forward] | None:
+        """What is served under ``name`` now, if the listing of it did not change."""
+        if self._digests.get(name) != digest:
+            return None
+        return self.table.get(name) or self.forwarded.get(name)
 
-    def _live(self) -> ClientSession:
-        if self.session is None:
-            raise RuntimeError("the upstream server is not running; use `async with`")
-        return self.session
+    def _imported(self, tool: types.Tool, index: int, name: str
+                  ) -> dict[str, Any] | tuple[types.Tool, Forward]:
+        if name != tool.name:
+            _log.warning("an upstream tool is served as %r: its own name has characters a "
+                         "model or a log must not read as they are, or more than %d", name,
+                         SHOWN_CHARS)
+        if tool.name in self.trust_tools:
+            _log.warning("tool %r is passed through ungated (--trust-tool): its arguments are "
+                         "not checked, its writes not keyed", name)
+            return tool.model_copy(update={"name": name}), self._forward(tool.name)
+        return _gated_entry(self.upstream, tool, index, self.effects.get(tool.name),
+                            self.sensitive.get(tool.name, ()), self.timeout)
+
+    def _forward(self, upstream_name: str) -> Forward:
+        async def forward(served_name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+            return await _forwarded_call(self.upstream, upstream_name, served_name, arguments,
+                                         self.timeout, self.records)
+        return forward
+
+    def _say(self, hidden: Mapping[str, str], listed: Collection[str]) -> None:
+        """Each change of what is hidden, once: a tool hidden anew, or served again."""
+        for name, why in hidden.items():
+            if self.hidden.get(name) != why:
+                _log.warning("tool %r is hidden: %s", shown(name), why)
+        for name in self.hidden.keys() - hidden.keys():
+            if name in listed:
+                _log.warning("tool %r is served again", shown(name))
 
 
-def _text_of(result: types.CallToolResult) -> str:
-    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+def _replace(live: dict[str, Any], new: Mapping[str, Any]) -> None:
+    """Make ``live`` equal ``new`` in place, in the listing's order, with the same entries
+    where they did not change (a compiled contract stays compiled)."""
+    if list(live) != list(new):
+        live.clear()
+        live.update(new)
+        return
+    for name, value in new.items():
+        if live[name] is not value:
+            live[name] = value
 
 
-def _value_of(result: types.CallToolResult) -> Any:
-    """The result as the gate checks it: structured content, or the JSON its text holds."""
-    if result.structured_content is not None:
-        return result.structured_content
-    text = _text_of(result)
-    try:
-        return json.loads(text)
-    except ValueError:
-        return {"text": text}  # the gate refuses it unless the contract asks for an object
+def _check_named(listed: Sequence[types.Tool], trust_tools: Collection[str],
+                 effects: Mapping[str, Any], sensitive: Mapping[str, Any]) -> None:
+    names = {tool.name for tool in listed}
+    for label, given in (("--trust-tool", trust_tools), ("--effect", effects),
+                         ("--sensitive", sensitive)):
+        for name in given:
+            if name not in names:
+                raise SchemaError("upstream", name, "", f"is named by {label} but the upstream "
+                                  f"server lists no such tool")
+
+
+def _gated_entry(upstream: Upstream, tool: types.Tool, index: int,
+                 effect: str | Mapping[str, Any] | None, sensitive: Collection[str],
+                 timeout: float | None) -> dict[str, Any]:
+    """The contract entry of one upstream tool; ``SchemaError`` if it cannot be enforced."""
+    listing = {key: value for key, value in tool.model_dump(
+        by_alias=True, exclude_none=True, mode="json").items() if key in _LISTED_KEYS}
+    # Imported under the name it is served as, so that every line the import says about it
+    # is one line of at most a few dozen characters of its name; the body calls the real one.
+    listing["name"] = shown(tool.name)
+    definition = tool_definition(listing, "upstream", f"/tools/{index}")
+    entry = import_tool(definition, upstream.body(tool.name), effect, "upstream")
+    _mark_sensitive(entry, listing["name"], sensitive)
+    if timeout is not None and entry.get("effect") != "read":
+        # A write's body gives up by itself: its outcome is then marked unknown at once,
+        # where past the gate's own timeout it would run on, in progress, for ever.
+        entry["fn"] = upstream.body(tool.name, entry.pop("timeout", timeout))
+    elif timeout is not None:
+        entry.setdefault("timeout", timeout)
+    return entry
 
 
 def gated_table(upstream: Upstream, listed: Sequence[types.Tool], *,
@@ -155,51 +225,49 @@ def gated_table(upstream: Upstream, listed: Sequence[types.Tool], *,
 
     ``effects`` overrides a tool's effect as ``load_tools`` does; ``sensitive``
     names, per tool, top-level arguments or returned keys to redact. Each tool
-    gets ``timeout`` (seconds) unless its ``effects`` entry sets one.
+    gets ``timeout`` (seconds) unless its ``effects`` entry sets one. One
+    listing, decided as ``Served.admit`` decides it.
     """
-    names = {tool.name for tool in listed}
-    for label, given in (("--trust-tool", trust_tools), ("--effect", effects or {}),
-                         ("--sensitive", sensitive or {})):
-        for name in given:
-            if name not in names:
-                raise SchemaError("upstream", name, "", f"is named by {label} but the upstream "
-                                  f"server lists no such tool")
-    table: dict[str, dict[str, Any]] = {}
-    passed: dict[str, types.Tool] = {}
-    for index, tool in enumerate(listed):
-        if tool.name in trust_tools:
-            _log.warning("tool %r is passed through ungated (--trust-tool): its arguments are "
-                         "not checked, its writes not keyed", tool.name)
-            passed[tool.name] = tool
-            continue
-        listing = {key: value for key, value in tool.model_dump(
-            by_alias=True, exclude_none=True, mode="json").items() if key in _LISTED_KEYS}
-        try:
-            definition = tool_definition(listing, "upstream", f"/tools/{index}")
-            entry = import_tool(definition, upstream.body(tool.name),
-                                (effects or {}).get(tool.name), "upstream")
-            _mark_sensitive(entry, tool.name, (sensitive or {}).get(tool.name, ()))
-            if timeout is not None:
-                entry.setdefault("timeout", timeout)
-        except SchemaError as exc:
-            _log.warning("tool %r is hidden: its schema cannot be enforced (%s); name it with "
-                         "--trust-tool to pass it through ungated", tool.name, exc)
-            continue
-        table[tool.name] = entry
-    return table, passed
+    served = Served(upstream, trust_tools, effects or {}, sensitive or {}, timeout)
+    served.admit(listed)
+    return dict(served.table), {name: tool for name, (tool, _) in served.forwarded.items()}
 
 
 def _mark_sensitive(entry: dict[str, Any], tool: str, fields: Collection[str]) -> None:
-    for field in fields:
-        specs = [specs for specs in (entry["args"], entry["returns"]) if field in specs]
+    for name in fields:
+        specs = [specs for specs in (entry["args"], entry["returns"]) if name in specs]
         if not specs:
-            raise SchemaError("upstream", tool, "", f"--sensitive names {field!r}, which is "
+            raise SchemaError("upstream", tool, "", f"--sensitive names {name!r}, which is "
                               f"neither an argument nor a returned key")
         for found in specs:
-            found[field] = {**found[field], "sensitive": True}
+            found[name] = {**found[name], "sensitive": True}
 
 
-def proxy_server(upstream: Upstream, gate: Gate, passed: Mapping[str, types.Tool],
+async def _forwarded_call(upstream: Upstream, upstream_name: str, served_name: str,
+                          arguments: dict[str, Any], timeout: float | None,
+                          records: Any) -> types.CallToolResult:
+    """A passed-through call: answered (an error after ``timeout``), recorded, never raised."""
+    started = time.perf_counter()
+    try:
+        with anyio.fail_after(timeout):
+            result = await upstream.call(upstream_name, arguments)
+    except Exception as exc:  # an ungated tool's failure is still answered, not raised
+        text = types.TextContent(type="text", text=f"upstream failed: {type(exc).__name__}")
+        result = types.CallToolResult(content=[text], is_error=True)
+    record = CallRecord(
+        request_id=f"ungated_{secrets.token_hex(6)}", tool=served_name, ok=not result.is_error,
+        code="UPSTREAM_ERROR" if result.is_error else "", reason="ungated",
+        latency_ms=(time.perf_counter() - started) * 1000, memo_hit=False, replayed=False,
+        args_digest="", contract_hash="")
+    try:
+        if records is not None:
+            records(record)
+    except Exception:  # as in the gate: a broken sink breaks no call
+        _log.exception("call record of %s not written", served_name)
+    return result
+
+
+def proxy_server(upstream: Upstream, gate: Gate, passed: Served | Mapping[str, types.Tool],
                  name: str = "agtool-proxy",
                  timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT) -> Server[Any]:
     """The server the client talks to: the gate's tools, and the passed-through ones.
@@ -207,27 +275,133 @@ def proxy_server(upstream: Upstream, gate: Gate, passed: Mapping[str, types.Tool
     A passed-through call is recorded too, to the gate's sink, with no args
     digest (nothing says which of its arguments are sensitive) and the
     reason ``"ungated"``; it too is answered an error after ``timeout`` seconds.
+    Given ``Served``, the tools listed follow each listing of the upstream.
     """
-    async def forward(tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        started = time.perf_counter()
-        try:
-            with anyio.fail_after(timeout):
-                result = await upstream.call(tool, arguments)
-        except Exception as exc:  # an ungated tool's failure is still answered, not raised
-            text = types.TextContent(type="text", text=f"upstream failed: {type(exc).__name__}")
-            result = types.CallToolResult(content=[text], is_error=True)
-        record = CallRecord(
-            request_id=f"ungated_{secrets.token_hex(6)}", tool=tool, ok=not result.is_error,
-            code="UPSTREAM_ERROR" if result.is_error else "", reason="ungated",
-            latency_ms=(time.perf_counter() - started) * 1000, memo_hit=False, replayed=False,
-            args_digest="", contract_hash="")
-        try:
-            if gate.records is not None:
-                gate.records(record)
-        except Exception:  # as in the gate: a broken sink breaks no call
-            _log.exception("call record of %s not written", tool)
-        return result
-
-    forwarded: dict[str, tuple[types.Tool, Forward]] = {
-        tool_name: (tool, forward) for tool_name, tool in passed.items()}
+    if isinstance(passed, Served):
+        passed.records = gate.records
+        return build_server(gate, name=name, forwarded=passed.forwarded)
+    static = Served(upstream, trust_tools=tuple(passed), timeout=timeout)
+    static.records = gate.records
+    forwarded = {tool_name: (tool, static._forward(tool_name)) for tool_name, tool in
+                 passed.items()}
     return build_server(gate, name=name, forwarded=forwarded)
+
+
+async def serve_upstream(upstream: Upstream, mcp_server: Server[Any],
+                         serve: Any) -> None:
+    """Run ``serve(mcp_server)`` until it returns, or until the upstream is lost for good.
+
+    The latter raises ``UpstreamUnavailable``, so that the proxy exits non-zero.
+    """
+    async with anyio.create_task_group() as group:
+        async def watch() -> None:
+            await upstream.gone.wait()
+            group.cancel_scope.cancel()
+
+        async def run() -> None:
+            await serve(mcp_server)
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        group.start_soon(run)
+    if upstream.gone.is_set():
+        raise UpstreamUnavailable(f"the upstream server {upstream.label!r} was lost and "
+                                  f"could not be restarted")
+
+
+class _Lines:
+    """Lines of stdin for ``stdio_server``, read by a daemon thread of their own.
+
+    The SDK's reader waits for each line in a worker thread that cannot be
+    cancelled, nor left behind at exit: a proxy whose upstream is lost for good
+    would wait for its client's next line before it could exit.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._receive: Any = None
+
+    def __aiter__(self) -> _Lines:
+        send, self._receive = anyio.create_memory_object_stream[str](math.inf)
+        hand_over = _handing_over()
+
+        def read() -> None:
+            try:
+                for line in iter(self._stream.readline, ""):
+                    hand_over(send.send_nowait, line)
+            except Exception:  # noqa: S110 - the loop is gone, or stdin broke: the lines end
+                pass
+            finally:
+                with contextlib.suppress(Exception):
+                    hand_over(send.close)
+
+        threading.Thread(target=read, name="agtool-stdin", daemon=True).start()
+        return self
+
+    async def __anext__(self) -> str:
+        try:
+            line: str = await self._receive.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+        return line
+
+
+def _handing_over() -> Callable[..., object]:
+    """How a thread hands a call to this event loop: without waiting for it where it can."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # another event loop (trio): anyio's round trip
+        token = anyio.lowlevel.current_token()
+        return lambda function, *args: anyio.from_thread.run_sync(function, *args, token=token)
+    return loop.call_soon_threadsafe
+
+
+def stdin_lines() -> Any:
+    """This process's stdin as ``_Lines`` (fd 0 is read, never closed)."""
+    return _Lines(open(0, encoding="utf-8", errors="replace", closefd=False))
+
+
+class _Output:
+    """stdout for ``stdio_server``: each message handed to a daemon thread, never waited on.
+
+    The SDK's writer waits for a worker thread twice per message (write, flush):
+    a proxy pays that on every answer. Here the event loop only queues the text;
+    the thread writes it, and flushes whenever nothing else is waiting.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._write_all, name="agtool-stdout",
+                                        daemon=True)
+        self._thread.start()
+
+    async def write(self, text: str) -> None:
+        self._queue.put(text)
+
+    async def flush(self) -> None:
+        """Nothing to wait for: the thread flushes as soon as its queue is empty."""
+
+    def _write_all(self) -> None:
+        try:
+            while (text := self._queue.get()) is not None:
+                self._stream.write(text)
+                if self._queue.empty():
+                    self._stream.flush()
+        except (OSError, ValueError):  # the client closed its end: nothing more can reach it
+            return
+
+    def close(self, timeout: float) -> None:
+        """Write what is queued (waiting at most ``timeout`` seconds), then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+
+@contextlib.contextmanager
+def stdout_lines(timeout: float = 2.0) -> Iterator[_Output]:
+    """This process's stdout as ``_Output``, flushed when the block ends (fd 1 never closed)."""
+    output = _Output(open(1, "w", encoding="utf-8", closefd=False))  # noqa: SIM115
+    try:
+        yield output
+    finally:
+        output.close(timeout)

@@ -96,7 +96,7 @@ def build_server(gate: Gate, *, name: str = "agtool",
                  forwarded: Mapping[str, tuple[types.Tool, Forward]] | None = None
                  ) -> Server[Any]:
     """A low-level MCP ``Server`` whose tools are the gate's (and ``forwarded`` ones, ungated)."""
-    extra = dict(forwarded or {})
+    extra = forwarded if forwarded is not None else {}  # live: the proxy's listing may change
     own_run = "mcp-" + secrets.token_hex(8)
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None

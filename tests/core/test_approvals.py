@@ -31,6 +31,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agtool import Approval, Approver, CallRecord, Gate, SqliteStore
+from agtool._keys import key_file_secret
 from agtool._memo import cache_key
 
 SECRET = "test-approvals-secret-0123456789"  # noqa: S105 - a test's own secret
@@ -522,14 +523,15 @@ def test_gates_over_one_store_object_digest_alike(monkeypatch: pytest.MonkeyPatc
 
 def test_a_key_file_is_made_beside_a_sqlite_file_and_kept(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file store gets ``<path>.key``: 32 random bytes, mode 0600, read again by a restarted
-    gate, whose replays and approvals agree with the first gate's."""
+    """A file store gets ``<path>.key``: 32 random bytes (with the id of the store it keys),
+    mode 0600, read again by a restarted gate, whose replays and approvals agree with the
+    first gate's."""
     monkeypatch.delenv("AGTOOL_SECRET", raising=False)
     path = tmp_path / "writes.sqlite"
     body = Body()
     first = Gate(table(body), scope=SCOPE, store=path)
     key_file = tmp_path / "writes.sqlite.key"
-    assert len(key_file.read_bytes()) == 32
+    assert len(key_file_secret(str(key_file))) == 32
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     kept = key_file.read_bytes()
     approval = first.approve("pay", ARGS)
@@ -569,3 +571,50 @@ def test_processes_racing_to_make_the_key_file_end_with_one_key(tmp_path: Path) 
     assert len(set(keys)) == 1
     assert Gate(table(Body()), scope=SCOPE, store=path).idempotency_key(
         "pay", ARGS, RUN, STEP) == keys[0]
+
+
+# -- tokens built from what plans and records show ----------------------------------------------
+
+def _shown_digests() -> tuple[Gate, Body, dict[str, str]]:
+    """A gate, its body, and the args digests an attacker reading its plans and records sees."""
+
+    records: list[CallRecord] = []
+    body = Body()
+    gate = Gate(table(body), scope=SCOPE, records=records.append, secret=SECRET)
+    plan = plan_of(gate, ARGS)["args_digest"]
+    gate.call_tool("look", ARGS, run_id=RUN, scope={"read_sensitive"})
+    return gate, body, {"plan": plan, "record": records[-1].args_digest}
+
+
+def _forged_from(digest: str) -> list[str]:
+    """Tokens made only from a shown digest: as the key, as the signature, hashed, with and
+    without the tool name, with and without an expiry."""
+    tokens = []
+    for tool_name, expires in itertools.product(["pay", ""], [None, time.time() + 3600.0]):
+        fields = {"v": 1, "tool": tool_name, "args": digest, "run": "", "step": "",
+                  "exp": expires, "id": "forged", "by": "mallory", "once": False}
+        head = f"{PREFIX}.{b64(canonical(fields))}"
+        for key in (bytes.fromhex(digest), digest.encode(), hashlib.sha256(
+                digest.encode()).digest(), hashlib.sha256(bytes.fromhex(digest)).digest()):
+            tokens.append(signed_with(key, fields))
+        tokens += [f"{head}.{b64(bytes.fromhex(digest))}",
+                   f"{head}.{b64(hashlib.sha256(head.encode()).digest())}",
+                   f"{head}.{b64(hashlib.sha256((head + digest).encode()).digest())}",
+                   f"{head}.{b64(hmac.digest(head.encode(), bytes.fromhex(digest), 'sha256'))}"]
+    return tokens
+
+
+@pytest.mark.parametrize("shown", ["plan", "record"])
+def test_tokens_built_from_a_shown_digest_are_each_refused(shown: str) -> None:
+    """An attacker who reads a plan's or a record's args digest, and builds every token it
+    suggests (the digest as key or as signature, hashed, with and without the tool name and
+    an expiry), gets each one refused, and the write never runs."""
+    gate, body, digests = _shown_digests()
+    forged = _forged_from(digests[shown])
+    assert len(forged) == 32
+    for token in forged:
+        assert pay(gate, dict(ARGS), [token])["error"] == "auth:approval"
+    assert pay(gate, dict(ARGS), forged)["error"] == "auth:approval"
+    assert body.count == 0
+    assert pay(gate, dict(ARGS), [gate.approve("pay", ARGS)])["ok"]  # a real one is let in
+    assert body.count == 1

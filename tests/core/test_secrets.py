@@ -2,8 +2,12 @@
 plans and upstream excerpts, in every spelling an upstream or a body may give it.
 
 The oracle is a search: each output is searched for the value as written, JSON-escaped both
-ways, URL-encoded (``quote`` and ``quote_plus``, either hex case), HTML-escaped, with its
-whitespace collapsed, and as base64 and hex of its UTF-8 bytes. It never calls agtool's own
+ways and with every character ``\\uXXXX``-escaped (Go's and PHP's ``\\u003c`` and ``\\/``
+too), URL-encoded (``quote`` and ``quote_plus``, either hex case, every byte), HTML-escaped
+and as named, decimal and hex entities, with its whitespace collapsed, in its Unicode normal
+forms, as base64 (standard and URL-safe, at each alignment inside a longer encoded text) and
+hex of its UTF-8 bytes, and, for a value of 12 or more characters, cut short at either end.
+It never calls agtool's own
 scrubber. Drawn values carry one character (``RARE``) that nothing else in any output holds,
 so a hit is a leak, never a line number or a word of a log message.
 """
@@ -14,10 +18,13 @@ import asyncio
 import base64
 import builtins
 import contextlib
+import functools
 import html
+import html.entities
 import json
 import logging
 import sqlite3
+import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +48,10 @@ def spellings(value: str) -> set[str]:
     forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
              html.escape(value), html.escape(value, quote=False),
              base64.b64encode(raw).decode().rstrip("="), raw.hex(), raw.hex().upper()}
+    forms |= {spell(value) for spell in SPELLERS.values()}
+    forms |= _embedded_base64(raw)
+    if len(value) >= 12:  # a cut echo: what is left of the value, holding its RARE char
+        forms |= {part for part in (value[:-3], value[3:]) if RARE in part}
     for encode in (quote, quote_plus):
         for safe in ("", "/"):
             encoded = encode(value, safe=safe)
@@ -48,6 +59,48 @@ def spellings(value: str) -> set[str]:
     # An upstream that collapsed the value's whitespace runs, or dropped them.
     forms |= {" ".join(form.split()) for form in forms} | {"".join(form.split()) for form in forms}
     return {form for form in forms if form}
+
+
+def _embedded_base64(raw: bytes) -> set[str]:
+    """What base64 of a longer text holding ``raw`` always shows of it: for each alignment,
+    the characters that ``raw``'s bytes alone decide (at least six bytes of it)."""
+    forms = set()
+    for start in range(3):
+        chunk = raw[start:start + 3 * ((len(raw) - start) // 3)]
+        if len(chunk) >= 6:
+            forms |= {base64.b64encode(chunk).decode(), base64.urlsafe_b64encode(chunk).decode()}
+    return forms
+
+
+def _every_char(template: str, value: str) -> str:
+    return "".join(template % ord(ch) for ch in value)
+
+
+def _named_entities(value: str) -> str:
+    return "".join(f"&{html.entities.codepoint2name[ord(ch)]};"
+                   if ord(ch) in html.entities.codepoint2name else ch for ch in value)
+
+
+#: The value alone in each spelling a service echoes it in; the oracle looks for each.
+SPELLERS: dict[str, Callable[[str], str]] = {
+    "json-u-every-char": lambda v: _every_char("\\u%04x", v),
+    "json-u-upper": lambda v: _every_char("\\u%04X", v),
+    "json-go-php": lambda v: json.dumps(v)[1:-1].replace("<", "\\u003c").replace(
+        ">", "\\u003e").replace("&", "\\u0026").replace("/", "\\/"),
+    "html-decimal": lambda v: _every_char("&#%d;", v),
+    "html-hex": lambda v: _every_char("&#x%X;", v),
+    "html-named": _named_entities,
+    "url-every-byte": lambda v: "".join(f"%{b:02X}" for b in v.encode("utf-8")),
+    "hex": lambda v: v.encode("utf-8").hex(),
+    "hex-upper": lambda v: v.encode("utf-8").hex().upper(),
+    "nfd": lambda v: unicodedata.normalize("NFD", v),
+    "nfkd": lambda v: unicodedata.normalize("NFKD", v),
+    "nfkc": lambda v: unicodedata.normalize("NFKC", v),
+}
+
+
+def _echoed(spell: Callable[[str], str], value: str) -> str:
+    return "card=" + spell(value) + ";"
 
 
 def _lower_hex(encoded: str) -> str:
@@ -157,6 +210,12 @@ ENCODERS: dict[str, Callable[[str], str]] = {
     "html": lambda v: "<td>" + html.escape(v) + "</td>",
     "collapsed": lambda v: " ".join(v.split()),
     "respaced": lambda v: "\n\t ".join(v.split()),
+    "basic-auth": lambda v: "Basic " + base64.b64encode(b"user:" + v.encode()).decode(),
+    "base64-url-1": lambda v: base64.urlsafe_b64encode(b"x" + v.encode()).decode(),
+    "base64-0": lambda v: base64.b64encode(v.encode()).decode(),
+    "prefix": lambda v: v[:-3] if len(v) >= 12 else v,
+    "suffix": lambda v: v[3:] if len(v) >= 12 else v,
+    **{name: functools.partial(_echoed, spell) for name, spell in SPELLERS.items()},
 }
 
 
@@ -179,6 +238,23 @@ def test_no_sensitive_value_anywhere(tmp_path_factory: pytest.TempPathFactory, c
     """Whatever a body or its upstream echoes of a sensitive arg, in whatever spelling, placed
     wherever against the excerpt's cut, it is in no log line (at DEBUG, tracebacks with causes,
     contexts, notes and groups included), record line, model answer, envelope or plan."""
+    no_leak_anywhere(tmp_path_factory, card, encoding, pad, how, path)
+
+
+#: A card with a character of each kind the spellings treat apart.
+EVERY_KIND = "O'Brien/é & <co> 4242-" + RARE + "-漢9999"
+
+
+@pytest.mark.parametrize("encoding", sorted(ENCODERS))
+def test_each_spelling_is_scrubbed_from_every_channel(
+        tmp_path_factory: pytest.TempPathFactory, encoding: str) -> None:
+    """Each encoder of the list, at least once: an upstream echoing the card so leaves it in
+    no excerpt, log line, record, model answer, envelope or plan."""
+    no_leak_anywhere(tmp_path_factory, EVERY_KIND, encoding, 0, "upstream", "sync")
+
+
+def no_leak_anywhere(tmp_path_factory: pytest.TempPathFactory, card: str, encoding: str,
+                     pad: int, how: str, path: str) -> None:
     make = {"upstream": upstream_echo(ENCODERS[encoding], pad), "chain": chained,
             "group": grouped}[how]
     records = tmp_path_factory.mktemp("records") / "calls.jsonl"

@@ -270,7 +270,8 @@ def proxy_scenario(tmp_path: Path, *options: str,
     """
     errlog = tmp_path / "proxy.err"
     params = agtool_params("mcp", "proxy", "--records", str(tmp_path / "records.jsonl"),
-                           *options, "--", sys.executable, str(ROOT / "tests" / "_lax_server.py"),
+                           "--env", "LAX_RUNS", *options, "--", sys.executable,
+                           str(ROOT / "tests" / "_lax_server.py"),
                            LAX_RUNS=str(tmp_path / "runs.jsonl"))
 
     async def scenario() -> tuple[Any, list[Any]]:
@@ -366,6 +367,11 @@ def test_without_the_mcp_extra_the_import_error_names_it(monkeypatch: pytest.Mon
 @pytest.mark.parametrize(("argv", "word"), [
     pytest.param(["mcp", "proxy"], "command after --", id="no-upstream"),
     pytest.param(["mcp", "proxy", "--"], "command after --", id="empty-upstream"),
+    pytest.param(["mcp", "proxy", "--url", "http://127.0.0.1:9/mcp", "--", "x"], "not both",
+                 id="url-and-command"),
+    pytest.param(["mcp", "pin", "--pins", "pins.json"], "command after --", id="pin-nothing"),
+    pytest.param(["mcp", "proxy", "--env", "AGTOOL_SECRET", "--", "x"], "never handed",
+                 id="env-secret"),
     pytest.param(["mcp", "proxy", "--effect", "count_items", "--", "x"], "NAME=VALUE",
                  id="effect-without-value"),
     pytest.param(["mcp", "proxy", "--sensitive", "count_items", "--", "x"], "NAME.VALUE",
@@ -423,7 +429,8 @@ def test_the_proxy_in_process_gates_the_lax_server(tmp_path: Path,
     records: list[Any] = []
 
     async def scenario() -> tuple[Any, ...]:
-        async with Upstream([sys.executable, str(ROOT / "tests" / "_lax_server.py")]) as up:
+        async with Upstream([sys.executable, str(ROOT / "tests" / "_lax_server.py")],
+                            env=["LAX_RUNS"]) as up:
             table, passed = gated_table(up, await up.tools(), trust_tools={"days_until"},
                                         sensitive={"count_items": ["region"]})
             gate = Gate(table, records=records.append)

@@ -31,7 +31,7 @@ FIRST_PARTY = {"agtool", "strategies", "reports", "pytest_agtool", "bench"}
 PRESENT_WITH_THE_PLUGIN = {"pytest", "_pytest"}
 # Modules that belong to an extra: they may import it, and only it, beyond the core.
 EXTRA_MODULES = {"langchain": re.compile(r"agtool/langchain/\w+\.py"),
-                 "mcp": re.compile(r"agtool/(mcp/\w+|harness/_mcp_check)\.py"),
+                 "mcp": re.compile(r"agtool/(mcp/\w+|harness/_mcp_\w+)\.py"),
                  "postgres": re.compile(r"agtool/_store/postgres\.py"),
                  "otel": re.compile(r"agtool/otel/\w+\.py")}
 

@@ -16,7 +16,6 @@ import os
 import pathlib
 import secrets
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from typing import Any
 
 import _write_worker as worker
 import pytest
+from _owners import exited_owner
 from _race import race
 from hypothesis import given
 from hypothesis import strategies as st
@@ -169,9 +169,11 @@ def gate_digest(gate: Gate, args: dict[str, Any]) -> str:
 class SpyStore:
     """A ``WriteStore`` over an in-memory ``SqliteStore`` that logs claims and can be broken."""
 
-    def __init__(self, *, fail: Iterable[str] = ()) -> None:
+    def __init__(self, *, fail: Iterable[str] = (), land: Iterable[str] = ()) -> None:
         self.inner = SqliteStore()
         self.fail = set(fail)
+        #: Methods that do their work and then raise: a reply lost after the commit.
+        self.land = set(land)
         self.claims: list[tuple[str, str, str]] = []
         self.calls: Counter[str] = Counter()
 
@@ -183,7 +185,14 @@ class SpyStore:
     def claim(self, key: str, tool: str, args_digest: str, owner: str, lease: float) -> Claim:
         self.claims.append((key, tool, args_digest))
         self._maybe_fail("claim")
-        return self.inner.claim(key, tool, args_digest, owner, lease)
+        claim = self.inner.claim(key, tool, args_digest, owner, lease)
+        self._maybe_lose("claim")
+        return claim
+
+    def _maybe_lose(self, method: str) -> None:
+        if method in self.land:
+            self.land.discard(method)  # once: the retry's connection works
+            raise OSError(f"reply of {method} lost")
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         """Every other method of the store protocol, counted and breakable the same way."""
@@ -191,7 +200,9 @@ class SpyStore:
 
         def call(*args: Any) -> Any:
             self._maybe_fail(name)
-            return method(*args)
+            answer = method(*args)
+            self._maybe_lose(name)
+            return answer
         return call
 
 
@@ -425,9 +436,7 @@ def test_new_gate_over_the_same_file_replays(tmp_path: pathlib.Path,
 
 def dead_owner() -> str:
     """The owner name of a process of this host that has exited (and been reaped)."""
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
-    return f"{socket.gethostname()}:{int(done.stdout)}:gone"
+    return exited_owner()
 
 
 def test_key_claimed_by_a_dead_process_is_unknown_never_rerun(tmp_path: pathlib.Path) -> None:
@@ -733,7 +742,8 @@ def test_non_retryable_failure_is_stored_and_replayed(script: BaseException | An
 
 
 def test_store_whose_claim_raises_answers_write_store() -> None:
-    """A store that cannot claim: ``write:store`` (retryable), no body run, nothing raised."""
+    """A store that cannot claim: ``write:store`` (retryable), no body run, nothing raised;
+    the claim, which may have landed before the failure, is given back (nothing ran)."""
     body = Body()
     store = SpyStore(fail={"claim"})
     gate = write_gate(body, store=store)
@@ -743,7 +753,56 @@ def test_store_whose_claim_raises_answers_write_store() -> None:
     assert answer["error"]["details"]["reason"] == "write:store"
     assert answer["error"]["retryable"] is True
     assert body.count == 0
-    assert store.calls["finish"] == store.calls["release"] == 0
+    assert store.calls["finish"] == 0
+    assert store.calls["release"] == store.calls["claim"] == 2
+
+
+def test_a_claim_that_landed_and_then_failed_is_given_back_not_left_pending() -> None:
+    """A claim whose insert landed but whose reply was lost: ``write:store``, and the key is
+    free again (never pending under this live process), so the retry runs the body once."""
+    body = Body()
+    store = SpyStore(land={"claim"})
+    gate = write_gate(body, store=store)
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+    assert place(gate) == failed("write:store")
+    assert store.inner.lookup(key) is None
+    assert place(gate) == ok({"order": "A-1", "serial": 1})
+    assert body.count == 1
+
+
+def test_a_take_over_that_landed_and_then_failed_is_unknown_again_then_reconciled() -> None:
+    """A take-over whose update landed but whose reply was lost: the key is unknown again,
+    not pending under this live process; the retry reconciles, never runs blind."""
+    body, asked = Body(), []
+    store = SpyStore()
+    gate = write_gate(body, store=store,
+                      reconcile=lambda **args: asked.append(args) or {"order": "A-1",
+                                                                         "serial": 7})
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+    assert store.inner.claim(key, "place", gate_digest(gate, ARGS), dead_owner(),
+                             300.0).state == "run"
+    store.land.add("take_over")
+    assert place(gate) == failed("write:store")
+    entry = store.inner.lookup(key)
+    assert entry is not None
+    assert entry.state == "unknown"
+    assert place(gate) == ok({"order": "A-1", "serial": 7})
+    assert (body.count, len(asked)) == (0, 1)
+
+
+def test_a_finish_that_landed_and_then_failed_answers_what_was_kept() -> None:
+    """A finish whose update landed but whose reply was lost: the caller is answered the
+    outcome the store kept, not ``write:unknown``; repeats replay it."""
+    body = Body()
+    store = SpyStore(land={"finish"})
+    gate = write_gate(body, store=store)
+    first = place(gate)
+    assert first == ok({"order": "A-1", "serial": 1})
+    assert place(gate) == first
+    assert body.count == 1
+    assert gate.stats("place").unknown == 0
 
 
 def test_store_whose_finish_raises_tells_the_truth_and_leaves_the_key_unknown() -> None:
@@ -979,11 +1038,14 @@ ModelKey = tuple[str, ...]
 
 
 class BreakableStore:
-    """A store whose methods named in ``broken`` each fail once, as a full disk does."""
+    """A store whose methods named in ``broken`` each fail once, as a full disk does, and
+    whose methods named in ``lost`` each do their work once and then fail: the reply of a
+    statement that landed, lost."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.broken: set[str] = set()
+        self.lost: set[str] = set()
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.inner, name)
@@ -994,7 +1056,11 @@ class BreakableStore:
             if name in self.broken:
                 self.broken.discard(name)
                 raise sqlite3.OperationalError("database or disk is full")
-            return method(*args)
+            answer = method(*args)
+            if name in self.lost:
+                self.lost.discard(name)
+                raise sqlite3.OperationalError("the connection closed before the reply")
+            return answer
         return step
 
 
@@ -1134,17 +1200,27 @@ class WriteMachine(RuleBasedStateMachine):
         return ok(found)
 
     def call(self, which: int, tool: str, run_id: str, step_id: str,
-             args: dict[str, Any], broken: frozenset[str] = frozenset()) -> None:
+             args: dict[str, Any], broken: frozenset[str] = frozenset(),
+             lost: frozenset[str] = frozenset()) -> None:
         which %= len(self.gates)
         key = self.model_key(tool, run_id, step_id, args)
         gate = self.gates[which]
         real_key = gate.idempotency_key(tool, args, run_id, step_id)
         assert real_key is not None
         self.real_keys[key] = real_key
-        expected = self.expect(which, tool, key, args, set(broken))
+        # A lost reply is as a failure of the step for a claim (given back: nothing ran) and
+        # a take-over (unknown again); a finish, mark or release that landed stands.
+        failing = set(broken) | (set(lost) & {"claim", "take_over"})
+        was_free = key not in self.stored and key not in self.unknown
+        expected = self.expect(which, tool, key, args, failing)
+        if was_free and "claim" in set(lost) - set(broken) and "release" in broken:
+            # The claim landed and could not be given back: this process gave it up, and
+            # every reader sees it unknown (never pending under a live owner, never free).
+            self.unknown[key] = dict(args)
         store = gate.store
         assert isinstance(store, BreakableStore)
         store.broken = set(broken)
+        store.lost = set(lost) - set(broken)
         self.current = key
         if expected == failed("cancelled"):
             with pytest.raises(asyncio.CancelledError):
@@ -1152,7 +1228,7 @@ class WriteMachine(RuleBasedStateMachine):
         else:
             answer = gate.call_tool(tool, dict(args), run_id=run_id, step_id=step_id)
             assert dict(answer) == expected, (key, self.behaviour, sorted(broken))
-        store.broken = set()
+        store.broken, store.lost = set(), set()
         self.last = (tool, run_id, step_id, dict(args))
         self.calls_since_open += 1
 
@@ -1168,12 +1244,15 @@ class WriteMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.last is not None)
     @rule(which=st.integers(0, MAX_GATES - 1), behaviour=st.sampled_from(sorted(BEHAVIOURS)),
-          broken=st.sets(st.sampled_from(STORE_STEPS), max_size=2).map(frozenset))
-    def retry(self, which: int, behaviour: str, broken: frozenset[str]) -> None:
-        """The last call again, exactly: a retry, on a store that may fail at some steps."""
+          broken=st.sets(st.sampled_from(STORE_STEPS), max_size=2).map(frozenset),
+          lost=st.sets(st.sampled_from(STORE_STEPS), max_size=2).map(frozenset))
+    def retry(self, which: int, behaviour: str, broken: frozenset[str],
+              lost: frozenset[str]) -> None:
+        """The last call again, exactly: a retry, on a store that may fail at some steps, or
+        lose the reply of a step that landed."""
         assert self.last is not None
         self.behaviour = behaviour
-        self.call(which, *self.last, broken=broken)
+        self.call(which, *self.last, broken=broken, lost=lost)
 
     @precondition(lambda self: bool(self.unknown))
     @rule(data=st.data(), resolve=st.booleans())
@@ -1314,3 +1393,39 @@ def test_a_write_body_interrupted_by_a_base_exception_is_never_run_again(
     stored = store.lookup(key)
     assert stored is not None
     assert stored.state == "unknown"
+
+
+def test_a_claim_the_store_failed_to_settle_is_settled_when_it_answers_again(
+        tmp_path: pathlib.Path) -> None:
+    """An interrupted write whose mark-unknown fails leaves its row pending under this live
+    process, which other processes of the host must read as in progress; the next time the
+    store answers this process, the mark is made good, and they read it unknown."""
+    path = tmp_path / "writes.sqlite"
+    store = SpyStore()
+    store.inner = SqliteStore(path)
+
+    def interrupted(order: str, qty: int, note: str = "") -> Any:
+        if not calls:
+            calls.append(order)
+            store.fail.add("mark_unknown")
+            raise KeyboardInterrupt
+        return {"order": order, "serial": 2}
+
+    calls: list[str] = []
+    gate = write_gate(interrupted, store=store)
+    key = gate.idempotency_key("place", ARGS, "run-1", "step-1")
+    assert key is not None
+
+    def seen_elsewhere() -> str:
+        done = subprocess.run(  # noqa: S603 - a probe of this test's own
+            [sys.executable, "-c", "import sys; from agtool._store import SqliteStore; "
+             "print(SqliteStore(sys.argv[1]).lookup(sys.argv[2]).state)", str(path), key],
+            capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    with pytest.raises(KeyboardInterrupt):
+        place(gate)
+    store.fail.clear()
+    assert seen_elsewhere() == "pending"  # the owner lives: nothing else can tell
+    assert place(gate, run_id="run-2")["ok"]  # the store answers this process again
+    assert seen_elsewhere() == "unknown"

@@ -7,6 +7,7 @@ defects, and carries the reason the gate must answer with.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +86,8 @@ class DefectiveCall:
     how: str = ""
     #: The values the caller was given for the contract's echo arguments: pass as ``echo=``.
     echo: dict[str, Any] = field(default_factory=dict)
+    #: The same call without the defect: what a server that refuses ``args`` must accept.
+    base: dict[str, Any] = field(default_factory=dict)
 
     @property
     def error(self) -> str:
@@ -103,6 +106,8 @@ class Mistake:
     reasons: frozenset[str] = field(default_factory=frozenset)
     #: The values the model was given for the contract's echo arguments: pass as ``echo=``.
     echo: dict[str, Any] = field(default_factory=dict)
+    #: The same call without the mistake: what a server that refuses ``args`` must accept.
+    base: dict[str, Any] = field(default_factory=dict)
 
 
 #: The mistakes ``model_mistakes`` makes, as models make them.
@@ -157,16 +162,19 @@ def _matching(sites: Sequence[DefectSite], name: str, kind: str | None, arg: str
 
 
 def one_defect_args(table: Table, name: str, kind: str | None = None, arg: str | None = None,
-                    path: Path | None = None) -> st.SearchStrategy[DefectiveCall]:
+                    path: Path | None = None, *, bases: Sequence[Mapping[str, Any]] = ()
+                    ) -> st.SearchStrategy[DefectiveCall]:
     """A valid argument set with exactly one defect applied, at a site matching the filters.
 
     ``kind``, ``arg`` and ``path`` narrow the sites ``defect_sites`` lists
     (``InvalidArgument`` when none is left). The defect is fixed when drawn, so
-    shrinking simplifies the values around it but never removes it.
+    shrinking simplifies the values around it but never removes it. ``bases``,
+    when given, are the valid calls the defect is planted on (calls known to
+    succeed), instead of a drawn one.
     """
     contract = contract_of(table, name)
     sites = _matching(defect_sites(table, name), name, kind, arg, path)
-    return _one_defect(contract, tuple(sites))
+    return _one_defect(contract, tuple(sites), tuple(bases))
 
 
 def echo_values(specs: Fields, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -200,18 +208,28 @@ def plant(draw: st.DrawFn, args: dict[str, Any], specs: Fields, site: DefectSite
     return arg, how
 
 
+def _base_args(draw: st.DrawFn, contract: ToolContract,
+               bases: tuple[Mapping[str, Any], ...]) -> dict[str, Any]:
+    # Without bases, the same draw as ever: the same seed still finds the same bugs.
+    if not bases:
+        return draw(valid_object(contract.args))
+    return copy.deepcopy(dict(draw(st.sampled_from(bases))))
+
+
 @st.composite
-def _one_defect(draw: st.DrawFn, contract: ToolContract, sites: tuple[DefectSite, ...]
-                ) -> DefectiveCall:
+def _one_defect(draw: st.DrawFn, contract: ToolContract, sites: tuple[DefectSite, ...],
+                bases: tuple[Mapping[str, Any], ...] = ()) -> DefectiveCall:
     site = draw(st.sampled_from(sites))
-    args = draw(valid_object(contract.args))
+    args = _base_args(draw, contract, bases)
     echo = echo_values(contract.args, args)
+    base = copy.deepcopy(args)
     arg, how = plant(draw, args, contract.args, site)
     args = draw(permuted(args))
     event(f"defect kind: {site.kind}")
     event(f"defect made by: {how}")
     note(f"defect at {site}: {how}")
-    return DefectiveCall(args, site.kind, arg, f"{site.kind}:{shown(arg)}", site, how, echo)
+    return DefectiveCall(args, site.kind, arg, f"{site.kind}:{shown(arg)}", site, how, echo,
+                         base)
 
 
 # --- model mistakes -----------------------------------------------------------------------------
@@ -240,30 +258,33 @@ def mistake_kinds(table: Table, name: str) -> list[str]:
     return [kind for kind in MISTAKES if _mistake_args(contract, kind)]
 
 
-def model_mistakes(table: Table, name: str, kind: str | None = None
-                   ) -> st.SearchStrategy[Mistake]:
+def model_mistakes(table: Table, name: str, kind: str | None = None, *,
+                   bases: Sequence[Mapping[str, Any]] = ()) -> st.SearchStrategy[Mistake]:
     """Calls a model gets wrong: a valid call with one of ``MISTAKES`` made in it.
 
     A renamed argument is two defects at once (one name missing, one
     unexpected); ``reasons`` holds every reason the gate may rightly give.
+    ``bases``, when given, are the valid calls the mistake is made in.
     """
     contract = contract_of(table, name)
     kinds = mistake_kinds(table, name) if kind is None else [kind]
     if kind is not None and kind not in mistake_kinds(table, name):
         raise InvalidArgument(f"tool {name!r} admits no {kind!r}; it admits "
                               f"{mistake_kinds(table, name)}")
-    return _mistake(contract, tuple(kinds))
+    return _mistake(contract, tuple(kinds), tuple(bases))
 
 
 @st.composite
-def _mistake(draw: st.DrawFn, contract: ToolContract, kinds: tuple[str, ...]) -> Mistake:
+def _mistake(draw: st.DrawFn, contract: ToolContract, kinds: tuple[str, ...],
+             bases: tuple[Mapping[str, Any], ...] = ()) -> Mistake:
     kind = draw(st.sampled_from(kinds))
     arg = draw(st.sampled_from(_mistake_args(contract, kind)))
     specs = contract.args
-    args = draw(valid_object(specs))
+    args = _base_args(draw, contract, bases)
     if arg:
         args.setdefault(arg, draw(_some_value_of(contract, arg)))
     echo = echo_values(specs, args)
+    base = copy.deepcopy(args)
     # An echo argument left out is an echo defect, a plain required one is missing.
     absent = "echo:" if arg and specs[arg].echo else "missing:"
     reasons: set[str] = set()
@@ -291,7 +312,7 @@ def _mistake(draw: st.DrawFn, contract: ToolContract, kinds: tuple[str, ...]) ->
         arg = extra
         reasons.add("unexpected:" + shown(extra))
     event(f"model mistake: {kind}")
-    return Mistake(draw(permuted(args)), kind, arg, frozenset(reasons), echo)
+    return Mistake(draw(permuted(args)), kind, arg, frozenset(reasons), echo, base)
 
 
 def _some_value_of(contract: ToolContract, arg: str) -> st.SearchStrategy[Any]:
