@@ -12,8 +12,9 @@ the model structured errors and output marked by source and trust
 (``Gate.call_for_model``), and writes one ``CallRecord`` per call. The
 repair graph for any table is ``agtool.graph``; the adapters are
 ``agtool.langchain`` (LangChain agents, LangGraph ``ToolNode``) and
-``agtool.mcp`` (serve a table, or proxy a server); the reference tools and the
-seed's stock agent live in ``agtool.tools``.
+``agtool.mcp`` (serve a table, or proxy a server); ``agtool.otel`` gives each
+call an OpenTelemetry span; the reference tools and the seed's stock agent live
+in ``agtool.tools``.
 """
 
 from ._answers import (

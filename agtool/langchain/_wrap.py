@@ -105,7 +105,8 @@ class _Bodies(Mapping[str, Mapping[str, Any]]):
 def _shadow(gate: Gate) -> Gate:
     """A gate over ``gate``'s table whose bodies are the agent's tools, sharing its
     scope, write store, records, memo settings, secret (and old secrets), lease and
-    workers: a call through it is keyed, leased and run as through ``gate`` itself."""
+    workers, and tracing: a call through it is keyed, leased, run and traced as through
+    ``gate`` itself."""
     runtime = gate._runtime
     with inherited_keys(runtime.keys):
         shadow = Gate(_Bodies(gate.table), scope=gate.scope, store=gate.store,
@@ -114,6 +115,10 @@ def _shadow(gate: Gate) -> Gate:
                       clock=gate.cache.clock, lease=runtime.lease,
                       workers=runtime.pool.size)
     shadow._runtime.pool = runtime.pool
+    # A gate agtool.otel traces has a sink that traces a gate made with it alike.
+    trace_copy = getattr(gate.records, "trace_copy", None)
+    if trace_copy is not None:
+        trace_copy(shadow)
     return shadow
 
 

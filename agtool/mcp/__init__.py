@@ -49,6 +49,7 @@ from .._gate import DEFAULT_SCOPE, Gate
 from .._jsonschema import IMPORTED_EFFECTS, mcp_annotations
 from .._records import RecordSink
 from .._store import WriteStore
+from ..otel import instrument  # the MCP SDK needs opentelemetry-api: this always imports
 from ._http import HttpDoor, HttpOptions, check_binding
 from ._middleware import GateMiddleware, RateMiddleware
 from ._pins import write_pins
@@ -110,7 +111,14 @@ def _gate_of(gate_or_table: Gate | Mapping[str, Mapping[str, Any]],
             raise TypeError(f"gate options {sorted(options)} are for a table; this gate has its "
                             f"own")
         return gate_or_table
-    return Gate(gate_or_table, **options)
+    return _traced(Gate(gate_or_table, **options))
+
+
+def _traced(gate: Gate) -> Gate:
+    """A gate made here, traced when OpenTelemetry is configured (a gate passed in is the
+    caller's to instrument)."""
+    instrument(gate)
+    return gate
 
 
 def server(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *, name: str = "agtool",
@@ -233,7 +241,7 @@ async def aproxy(command: Sequence[str] = (), *, url: str | None = None,
                         memo=memo or {})
         served.admit(upstream.listed)
         upstream.on_listing = served.admit
-        gate = Gate(served.table, scope=scope, records=records, store=store)
+        gate = _traced(Gate(served.table, scope=scope, records=records, store=store))
         served.forget = gate.clear
         mcp_server = proxy_server(upstream, gate, served, name=name, timeout=timeout)
         if rates is not None:

@@ -27,11 +27,12 @@ CORE = "core"
 #: A new wing must be given its floor here, which is the point: it says where it sits.
 WING_FLOORS = {
     CORE: 0,
-    "graph": 1, "langchain": 1, "mcp": 1, "otel": 1, "pydantic_ai": 1, "openai_agents": 1,
-    "keys_for": 1,
-    "_stock_agent": 2, "harness": 2,
-    "tools": 3,  # the reference stock agent's table, over _stock_agent
-    "_cli": 4,
+    "otel": 1,  # spans over the core's calls: agtool.mcp instruments the gates it makes
+    "graph": 2, "langchain": 2, "mcp": 2, "pydantic_ai": 2, "openai_agents": 2,
+    "keys_for": 2,
+    "_stock_agent": 3, "harness": 3,
+    "tools": 4,  # the reference stock agent's table, over _stock_agent
+    "_cli": 5,
 }
 
 

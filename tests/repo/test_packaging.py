@@ -34,7 +34,8 @@ EXTRA_MODULES = {"langchain": re.compile(r"agtool/langchain/\w+\.py"),
                  "mcp": re.compile(r"agtool/(mcp/\w+|harness/_mcp_\w+)\.py"),
                  "postgres": re.compile(r"agtool/_store/postgres\.py"),
                  "pydantic-ai": re.compile(r"agtool/pydantic_ai/\w+\.py"),
-                 "openai-agents": re.compile(r"agtool/openai_agents/\w+\.py")}
+                 "openai-agents": re.compile(r"agtool/openai_agents/\w+\.py"),
+                 "otel": re.compile(r"agtool/otel/\w+\.py")}
 # agtool.keys_for reads a durable engine's ids through the engine's own package, imported
 # inside the function a step running in that engine calls: never a dependency of agtool.
 ENGINE_IMPORTS = {"agtool/_engine_keys.py": {"dbos", "temporalio"}}
