@@ -162,10 +162,10 @@ class Served:
                              self.sensitive.get(tool.name, ()), self.timeout)
         _remember_for(entry, tool.name, self.memo.get(tool.name))
         if entry.get("effect") == "write":
-            entry["fn"] = self._forgetting(entry["fn"])
+            entry["fn"] = self.forgetting(entry["fn"])
         return entry
 
-    def _forgetting(self, body: Any) -> Any:
+    def forgetting(self, body: Any) -> Any:
         """``body`` (a write's), forgetting every remembered read before and after it runs.
 
         After, even when it fails: a write that timed out may have happened all the same.

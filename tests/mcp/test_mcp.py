@@ -25,7 +25,7 @@ from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 import agtool
-from agtool import Gate, to_json_schema
+from agtool import ContractError, Gate, to_json_schema
 from agtool._cli import main
 from agtool._loader import load_table
 from agtool.mcp import ERROR_META, RUN_ID_META, STEP_ID_META, server
@@ -543,24 +543,24 @@ def test_an_upstream_read_is_not_remembered_unless_named_and_a_write_cannot_be()
     upstream = Upstream(["never-started"])
     table, _ = gated_table(upstream, _listed_tools())
     assert table["read_text"]["ttl"] == 0
-    with pytest.raises(SchemaError, match="--memo names a tool that writes"):
+    with pytest.raises(ContractError, match="'--memo': names a tool that writes"):
         gated_table(upstream, _listed_tools(), memo={"save": 10})
     with pytest.raises(SchemaError, match="is named by --memo"):
         gated_table(upstream, _listed_tools(), memo={"nothing": 10})
 
 
 def test_a_write_through_the_proxy_forgets_before_and_after_even_when_it_fails() -> None:
-    """The write body calls Upstream.forget on both sides, and after a failure too."""
-    from agtool.mcp._proxy import Upstream
+    """A write's body calls Served.forget on both sides, and after a failure too."""
+    from agtool.mcp._proxy import Served, Upstream
 
-    upstream = Upstream(["never-started"])
+    served = Served(Upstream(["never-started"]))
     seen: list[str] = []
-    upstream.forget = lambda: seen.append("forget")
+    served.forget = lambda: seen.append("forget")
 
     async def body(**arguments: Any) -> Any:
         seen.append("write")
         raise ConnectionError("the upstream went away")
 
     with pytest.raises(ConnectionError):
-        anyio.run(lambda: upstream.forgetting(body)(text="x"))
+        anyio.run(lambda: served.forgetting(body)(text="x"))
     assert seen == ["forget", "write", "forget"]
