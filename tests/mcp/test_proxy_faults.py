@@ -57,13 +57,19 @@ def proxy_params(tmp_path: Path, *options: str, **env: str) -> StdioServerParame
 
 def calls_through(params: StdioServerParameters, errlog: Path,
                   calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    """Each call's result, in order, through one session with the proxy."""
+    """Each call's result, in order, through one session with the proxy, all in one named run.
+
+    A call's step is its name and args, so a repeated call is a client's retry of the same
+    step (a run named by the client is the one key a retry keeps; without one, each write
+    is its own run)."""
     async def scenario() -> list[Any]:
         with errlog.open("w") as err:
             async with stdio_client(params, errlog=err) as (read, write), ClientSession(
                     read, write) as session:
                 await session.initialize()
-                return [await session.call_tool(name, args) for name, args in calls]
+                return [await session.call_tool(name, args, meta={
+                    "agtool/run_id": "faults", "agtool/step_id": f"{name}:{json.dumps(args)}"})
+                    for name, args in calls]
     results: list[Any] = run(scenario)
     return results
 
@@ -148,8 +154,10 @@ def test_a_write_whose_upstream_hangs_is_unknown_and_a_blocked_upstream_is_resta
                     read, write) as session:
                 await session.initialize()
                 first = await session.call_tool("whoami", {"nonce": "0"})
-                hung = await session.call_tool("note", {"text": "block"})
-                retried = await session.call_tool("note", {"text": "block"})
+                # One named run and step: the retry is the same write's (see calls_through).
+                step = {"agtool/run_id": "faults", "agtool/step_id": "note-block"}
+                hung = await session.call_tool("note", {"text": "block"}, meta=step)
+                retried = await session.call_tool("note", {"text": "block"}, meta=step)
                 later = []
                 for index in range(1, 30):  # each one answered within --timeout
                     later.append(await session.call_tool("whoami", {"nonce": str(index)}))

@@ -42,7 +42,11 @@ async def scenario() -> list[Any]:
             with trace.get_tracer("agent").start_as_current_span("agent turn"):
                 good = await client.call_tool("whoami", {"name": "ann"})
                 refused = await client.call_tool("whoami", {"name": 7})
-    return [{"is_error": bool(answer.is_error), "structured": answer.structured_content}
+    # A refusal's envelope is its JSON text (no structuredContent: a TypeScript client
+    # would check that against the tool's output schema); a success is structured.
+    return [{"is_error": bool(answer.is_error),
+             "structured": answer.structured_content if not answer.is_error
+             else json.loads(answer.content[0].text)}
             for answer in (good, refused)]
 
 
