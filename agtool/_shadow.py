@@ -23,8 +23,9 @@ from typing import Any
 
 from ._errors import NotApplied
 from ._gate import Gate
+from ._keys import inherited_keys
 
-__all__ = ["AsyncBody", "Escape", "bound", "shadow"]
+__all__ = ["AsyncBody", "Escape", "bound", "shadow", "shadow_gate"]
 
 #: The framework's tool for the call under way: ``args -> awaitable value``.
 AsyncBody = Callable[[dict[str, Any]], Awaitable[Any]]
@@ -55,15 +56,17 @@ class _Body:
 
 
 class _Bodies(Mapping[str, Mapping[str, Any]]):
-    """The caller's table, live, with each entry's ``fn`` replaced by its ``_Body``.
+    """The caller's table, live, with each entry's ``fn`` replaced by a stand-in body.
 
     A copy is kept while the entry, its ``fn``, ``args`` and ``returns`` are the
     same objects, so the gate sees a replaced entry as replaced and an unchanged
     one as unchanged (and compiles it once).
     """
 
-    def __init__(self, table: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(self, table: Mapping[str, Mapping[str, Any]],
+                 body: Callable[[str], Callable[..., Any]]) -> None:
         self._table = table
+        self._body = body
         self._copies: dict[str, tuple[tuple[object, ...], dict[str, Any]]] = {}
 
     def __getitem__(self, name: str) -> Mapping[str, Any]:
@@ -74,7 +77,7 @@ class _Bodies(Mapping[str, Mapping[str, Any]]):
         kept = self._copies.get(name)
         if kept is not None and all(a is b for a, b in zip(kept[0], seen, strict=True)):
             return kept[1]
-        copy = {**entry, "fn": _Body(name)}
+        copy = {**entry, "fn": self._body(name)}
         self._copies[name] = (seen, copy)
         return copy
 
@@ -85,12 +88,27 @@ class _Bodies(Mapping[str, Mapping[str, Any]]):
         return len(self._table)
 
 
+def shadow_gate(gate: Gate, body: Callable[[str], Callable[..., Any]]) -> Gate:
+    """A gate over ``gate``'s table whose every ``fn`` is ``body(name)``, sharing its scope,
+    write store, records, memo settings, secret (and old secrets), lease, workers and
+    tracing: a call through it is keyed, leased, run and traced as through ``gate``."""
+    runtime = gate._runtime
+    with inherited_keys(runtime.keys):
+        inner = Gate(_Bodies(gate.table, body), scope=gate.scope, store=gate.store,
+                     records=gate.records, pending_wait=gate.pending_wait,
+                     memo_size=gate.cache.size, memo_ttl=gate.memo_ttl,
+                     clock=gate.cache.clock, lease=runtime.lease, workers=runtime.pool.size)
+    inner._runtime.pool = runtime.pool
+    # A gate agtool.otel traces has a sink that traces a gate made with it alike.
+    trace_copy = getattr(gate.records, "trace_copy", None)
+    if trace_copy is not None:
+        trace_copy(inner)
+    return inner
+
+
 def shadow(gate: Gate) -> Gate:
-    """A gate over ``gate``'s table whose bodies are the tools bound by ``bound``, sharing its
-    scope, write store, records, secret and memo settings."""
-    return Gate(_Bodies(gate.table), scope=gate.scope, store=gate.store, records=gate.records,
-                pending_wait=gate.pending_wait, memo_size=gate.cache.size,
-                memo_ttl=gate.memo_ttl, clock=gate.cache.clock)
+    """``shadow_gate`` whose bodies await the framework's tool bound by ``bound``."""
+    return shadow_gate(gate, _Body)
 
 
 @contextmanager

@@ -23,7 +23,7 @@ body in a thread that carries the caller's context, where the call's tool is fou
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -36,7 +36,7 @@ from langgraph.types import Command
 from .._authority import Approval
 from .._errors import NotApplied, ToolFailed
 from .._gate import Gate
-from .._keys import inherited_keys
+from .._shadow import shadow_gate
 from ._answer import Caller, tool_message
 
 __all__ = ["GateWrapper"]
@@ -71,55 +71,9 @@ class _Body:
         return bound[1](args)
 
 
-class _Bodies(Mapping[str, Mapping[str, Any]]):
-    """The caller's table, live, with each entry's ``fn`` replaced by its ``_Body``.
-
-    An entry is copied once and its copy kept while the entry, its ``fn``,
-    ``args`` and ``returns`` are the same objects, so the gate sees a
-    replaced entry as replaced and an unchanged one as unchanged.
-    """
-
-    def __init__(self, table: Mapping[str, Mapping[str, Any]]) -> None:
-        self._table = table
-        self._copies: dict[str, tuple[tuple[object, ...], dict[str, Any]]] = {}
-
-    def __getitem__(self, name: str) -> Mapping[str, Any]:
-        entry = self._table[name]
-        if not isinstance(entry, Mapping):
-            return entry  # the gate refuses it as it is
-        seen = (entry, entry.get("fn"), entry.get("args"), entry.get("returns"))
-        kept = self._copies.get(name)
-        if kept is not None and all(a is b for a, b in zip(kept[0], seen, strict=True)):
-            return kept[1]
-        copy = {**entry, "fn": _Body(name)}
-        self._copies[name] = (seen, copy)
-        return copy
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table)
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-
 def _shadow(gate: Gate) -> Gate:
-    """A gate over ``gate``'s table whose bodies are the agent's tools, sharing its
-    scope, write store, records, memo settings, secret (and old secrets), lease and
-    workers, and tracing: a call through it is keyed, leased, run and traced as through
-    ``gate`` itself."""
-    runtime = gate._runtime
-    with inherited_keys(runtime.keys):
-        shadow = Gate(_Bodies(gate.table), scope=gate.scope, store=gate.store,
-                      records=gate.records, pending_wait=gate.pending_wait,
-                      memo_size=gate.cache.size, memo_ttl=gate.memo_ttl,
-                      clock=gate.cache.clock, lease=runtime.lease,
-                      workers=runtime.pool.size)
-    shadow._runtime.pool = runtime.pool
-    # A gate agtool.otel traces has a sink that traces a gate made with it alike.
-    trace_copy = getattr(gate.records, "trace_copy", None)
-    if trace_copy is not None:
-        trace_copy(shadow)
-    return shadow
+    """A gate over ``gate``'s table whose bodies are the agent's tools (``shadow_gate``)."""
+    return shadow_gate(gate, _Body)
 
 
 def result_value(result: object) -> Any:

@@ -91,3 +91,21 @@ def test_the_inner_gate_keeps_the_callers_lease_and_workers() -> None:
     inner = GateWrapper(gate).gate
     assert inner.idempotency_key("issue_refund", ARGS, "r", "s") == gate.idempotency_key(
         "issue_refund", ARGS, "r", "s")
+
+
+def test_every_adapters_shadow_gate_keeps_the_callers_keys_lease_and_workers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """pydantic-ai's GateCapability gates through agtool._shadow.shadow, as LangChain does:
+    with AGTOOL_SECRET saying otherwise, its keys are the caller's, and its lease and worker
+    pool are the caller's own."""
+    from agtool._shadow import shadow
+
+    monkeypatch.setenv(ENV_SECRET, "another-secret-0123456789abcdef")
+    store = SqliteStore()
+    gate = Gate(Refunds(store).table(), scope=WRITER, store=store, secret=CALLER_SECRET,
+                lease=3600.0, workers=3)
+    inner = shadow(gate)
+    assert inner.idempotency_key("issue_refund", ARGS, "r", "s") == gate.idempotency_key(
+        "issue_refund", ARGS, "r", "s")
+    assert inner._runtime.lease == 3600.0
+    assert inner._runtime.pool is gate._runtime.pool
