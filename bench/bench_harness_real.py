@@ -15,6 +15,9 @@ known-good (a file inside the allowed root, the sandbox's repository, a table
 that exists). Prints a markdown table (items, FAIL, WARN, inconclusive,
 skipped, passed, seconds) and every FAIL and WARN line with its call, for the
 hand check against the official client; ``--json FILE`` keeps them all.
+Then precision (FAILs that report a defect of ``tests/thirdparty/defects.py``,
+the ledger of defects found by hand, over all FAILs) and recall (the ledger's
+defects reported as a FAIL or a WARN).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # tests/thirdparty describes the servers
 
+from thirdparty.defects import score  # type: ignore[import-not-found]  # noqa: E402
 from thirdparty.servers import SERVERS, installed, sandboxed  # type: ignore[import-not-found]  # noqa: E402
 
 from agtool.harness._mcp_check import ItemResult, never_accepted, run_check  # noqa: E402
@@ -137,6 +141,19 @@ def _finding(result: ItemResult) -> dict[str, str]:
             "message": result.message.split("\nFailing test case")[0]}
 
 
+def profile(max_examples: int) -> Any:
+    """The Hypothesis settings of a check: no database, no deadline (each example is a call)."""
+    from hypothesis import HealthCheck, settings
+
+    return settings(max_examples=max_examples, database=None, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def score_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Precision and recall of the checked servers' findings, against the ledger."""
+    return dict(score({row["server"]: row["findings"] for row in rows}))
+
+
 def table(rows: list[dict[str, Any]]) -> list[str]:
     """The per-server markdown table."""
     lines = ["| server | registry | tools | items | FAIL | WARN | inconclusive | skipped | "
@@ -154,9 +171,6 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from hypothesis import HealthCheck
-    from hypothesis import settings as Settings
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--servers", nargs="*", default=list(SERVERS), choices=list(SERVERS))
     parser.add_argument("--max-examples", type=int, default=5)
@@ -165,8 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-examples", action="store_true")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
-    settings = Settings(max_examples=args.max_examples, database=None, deadline=None,
-                        suppress_health_check=[HealthCheck.too_slow])
+    settings = profile(args.max_examples)
     missing = [name for name in args.servers if not installed(SERVERS[name])]
     if missing:
         print(f"not installed: {', '.join(missing)} (bash tests/thirdparty/install.sh)")
@@ -187,6 +200,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{word} {row['server']} {finding['item']}: {line[:400]}")
         if row["never_accepted"]:
             print(f"NEVER ACCEPTED {row['server']}: {', '.join(row['never_accepted'])}")
+    figures = score_rows(rows)
+    print(f"\nprecision of FAIL: {figures['true_fails']} / {figures['fails']} = "
+          f"{figures['precision']}; recall: {figures['defects_reported']} of "
+          f"{figures['defects']} known defects = {figures['recall']}")
+    for item in figures["unknown_fails"]:
+        print(f"FAIL NOT IN THE LEDGER (check it by hand): {item}")
+    for missed in figures["missed"]:
+        print(f"MISSED: {missed}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), "utf-8")
     return 0

@@ -19,6 +19,7 @@ from typing import Any
 
 from ._incidents import measure_incidents
 from ._postgres_race import measure_postgres_race
+from ._real_servers import REAL_SERVERS_HEADING
 from ._reference import measure_reference
 from ._render import BENCHMARK_HEADING, POSTGRES_HEADING, render_markdown
 from ._writes import measure_writes
@@ -27,19 +28,24 @@ __all__ = ["REPORT_DIR", "build_report", "main", "render_markdown", "write_repor
 
 REPORT_DIR = Path(__file__).resolve().parent
 JSON_NAME, MD_NAME = "tool_report.json", "tool_report.md"
-#: Timings differ between runs, and the Postgres race needs a server the machine may not
-#: have; everything else in the report is deterministic.
-VOLATILE_KEYS = ("benchmark", "postgres_race")
+#: Timings differ between runs, and the Postgres race and the real servers need what the
+#: machine may not have; everything else in the report is deterministic.
+VOLATILE_KEYS = ("benchmark", "postgres_race", "real_servers")
+#: The machine-dependent sections come last in the Markdown, each after its own heading.
+VOLATILE_HEADINGS = (BENCHMARK_HEADING, REAL_SERVERS_HEADING, POSTGRES_HEADING)
 
 Progress = Callable[[str], None]
 
 
-def build_report(progress: Progress, *, benchmark: bool = True,
+def build_report(progress: Progress, *, benchmark: bool = True, real_servers: bool = True,
                  examples: int | None = None) -> dict[str, Any]:
     """Measure everything the report states.
 
-    ``examples`` lowers the harness's examples per property (for tests of the
-    report itself); the committed report always uses the fixed profile.
+    ``benchmark`` and ``real_servers`` run the two machine-dependent
+    measurements (the gate's benchmark; the harness on real third-party
+    servers, a few minutes). ``examples`` lowers the harness's examples per
+    property (for tests of the report itself); the committed report always
+    uses the fixed profile.
     """
     progress("running the reference tools and graphs")
     report = measure_reference()
@@ -63,6 +69,10 @@ def build_report(progress: Progress, *, benchmark: bool = True,
 
         progress("timing the gate against a bare call")
         report["benchmark"] = measure_benchmark()
+    if real_servers:
+        from ._real_servers import measure_real_servers
+
+        report["real_servers"] = measure_real_servers(progress)
     return report
 
 
@@ -93,8 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress(f"wrote {path}")
         return 0
     with tempfile.TemporaryDirectory() as fresh:
-        # The benchmark is not compared, so it is not run: --check stays fast.
-        write_report(build_report(progress, benchmark=False), Path(fresh))
+        # The machine-dependent sections are not compared, so they are not run: --check
+        # stays fast.
+        write_report(build_report(progress, benchmark=False, real_servers=False), Path(fresh))
         diff = _compare(args.out, Path(fresh))
     if diff:
         print("".join(diff), end="")
@@ -124,5 +135,6 @@ def _stable_json(text: str) -> str:
 
 
 def _stable_markdown(text: str) -> str:
-    # The machine-dependent sections come last, each after its own heading.
-    return text.split(BENCHMARK_HEADING)[0].split(POSTGRES_HEADING)[0].rstrip() + "\n"
+    for heading in VOLATILE_HEADINGS:
+        text = text.split(heading)[0]
+    return text.rstrip() + "\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._mcp_harness import render_mcp_harness
+from ._real_servers import render_real_servers
 
 __all__ = ["BENCHMARK_HEADING", "POSTGRES_HEADING", "render_markdown"]
 
@@ -28,7 +29,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         *_harness_section(report.get("harness")),
         *render_mcp_harness(report.get("mcp_harness")),
         *_benchmark_section(report.get("benchmark")),
-        # Last, past the benchmark's heading: like the timings it depends on the machine.
+        # Last, past the benchmark's heading: like the timings they depend on the machine.
+        *render_real_servers(report.get("real_servers")),
         *_postgres_section(report.get("postgres_race")),
     ]
     return "\n".join(parts).rstrip() + "\n"

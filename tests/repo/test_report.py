@@ -28,7 +28,8 @@ FEW = 3  # examples per property: enough to exercise the report, not to re-prove
 
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
-    return reports.build_report(lambda message: None, benchmark=False, examples=FEW)
+    return reports.build_report(lambda message: None, benchmark=False, real_servers=False,
+                                examples=FEW)
 
 
 def test_report_has_the_seed_keys_and_the_harness_section(report: dict[str, Any]) -> None:
@@ -148,9 +149,30 @@ def test_check_ignores_the_benchmark_but_not_a_missing_file(
     assert reports.main(["--check", "--out", str(tmp_path), "--quiet"]) == 1
 
 
+REAL_SERVERS = {"measured": True, "profile": "seed 0", "fail_items": ["git git_log::x"],
+                "servers": [{"server": "git", "registry": "pypi", "tools": 12, "items": 141,
+                             "failed": 1, "warned": 2, "inconclusive": 0, "skipped": 0,
+                             "passed": 138, "seconds": 40.5}],
+                "fails": 1, "true_fails": 1, "unknown_fails": [], "precision": 1.0, "defects": 7,
+                "defects_reported": 5, "recall": 0.71, "missed": ["git x: y"]}
+
+
+def test_check_ignores_the_real_servers_section(
+        report: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real servers' counts vary with the machine: --check compares around them."""
+    _written({**report, "real_servers": REAL_SERVERS}, tmp_path)
+    text = (tmp_path / "tool_report.md").read_text("utf-8")
+    assert "**Precision of FAIL: 1 / 1 = 1.00.** **Recall: 5 of the 7 defects" in text
+    assert "| git | pypi | 12 | 141 | 1 | 2 | 0 | 0 | 138 | 40.5 |" in text
+    monkeypatch.setattr(reports, "build_report", lambda progress, **_: report)
+    assert reports.main(["--check", "--out", str(tmp_path), "--quiet"]) == 0
+
+
 def test_committed_report_has_every_section() -> None:
     """The report committed in reports/ was generated with every section, benchmark included."""
     committed = json.loads((reports.REPORT_DIR / "tool_report.json").read_text("utf-8"))
-    assert committed.keys() >= SEED_KEYS | {"harness", "benchmark", "side_effects"}
+    assert committed.keys() >= SEED_KEYS | {"harness", "benchmark", "side_effects",
+                                            "real_servers"}
+    assert committed["real_servers"]["measured"], committed["real_servers"]
     text = (reports.REPORT_DIR / "tool_report.md").read_text("utf-8")
     assert all(heading in text for heading in HEADINGS)
