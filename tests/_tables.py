@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from agtool import UpstreamError
 
 
 def _ticket(**args: Any) -> dict[str, Any]:
@@ -32,3 +35,19 @@ TICKETS: dict[str, dict[str, Any]] = {
         },
     },
 }
+
+
+#: A card with a character of each kind the spellings of tests/_spellings.py treat apart,
+#: and its RARE character, so a hit of the oracle is a leak.
+EVERY_KIND = "O'Brien/é & <co> 4242-\u01c2-漢9999"
+
+
+def echoing_pay_table(encode: Callable[[str], str], **entry: Any) -> dict[str, Any]:
+    """A ``pay`` tool with a sensitive ``card`` whose upstream fails quoting it as ``encode``
+    spells it: what each channel's test of the spellings runs."""
+    def pay(card: str, amount: int) -> Any:
+        raise UpstreamError(502, "card=" + encode(card) + " declined")
+
+    return {"pay": {"fn": pay, "args": {"card": {"type": "str", "sensitive": True},
+                                        "amount": {"type": "int"}},
+                    "returns": {"ok": {"type": "bool"}}, **entry}}

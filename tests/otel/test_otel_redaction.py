@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from _spellings import ENCODERS, leaks
+from _tables import EVERY_KIND, echoing_pay_table
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
@@ -83,3 +86,20 @@ def test_no_sensitive_value_reaches_an_exported_span(args: dict[str, Any],
     provider.shutdown()
     assert SHOWN in text
     assert SECRET not in text
+
+
+@pytest.mark.parametrize("encoding", sorted(ENCODERS))
+def test_an_upstream_echo_reaches_no_span_in_any_spelling(
+        encoding: str, spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    """Each encoder of tests/_spellings.py: an upstream failing with the card so spelled leaves
+    it in no exported span (attributes, events, status), with content captured."""
+    provider, exporter = spans
+    gate = Gate(echoing_pay_table(ENCODERS[encoding]))
+    assert instrument(gate, tracer_provider=provider, capture_content=True)
+    answers = [gate.call_for_model("pay", {"card": EVERY_KIND, "amount": 5}),
+               gate.call_tool("pay", {"card": EVERY_KIND, "amount": 5})]
+    assert [answer["ok"] for answer in answers] == [False, False]
+    exported = [span.to_json() for span in exporter.get_finished_spans()]
+    assert len(exported) == 2
+    assert any("UPSTREAM_ERROR" in text or "upstream" in text for text in exported)
+    assert leaks(EVERY_KIND, *exported) == []
