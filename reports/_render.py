@@ -251,8 +251,8 @@ def _benchmark_section(benchmark: dict[str, Any] | None) -> list[str]:
     lines += ["", "| target | measured | middle half of rounds | target | verdict |",
               "|---|---:|---:|---:|---|"]
     lines += [
-        f"| {target['name']} | {_figure(target['measured'], 'x')} | {_quartiles(target)} | "
-        f"<= {target['limit']:g}x | {_verdict(target)} |"
+        f"| {target['name']} | {_figure(target['measured'], _unit(target))} | "
+        f"{_quartiles(target)} | <= {target['limit']:g}{_unit(target)} | {_verdict(target)} |"
         for target in benchmark["targets"]
     ]
     return [*lines, ""]
@@ -262,6 +262,12 @@ def _figure(value: float | None, unit: str = "") -> str:
     if value is None:
         return "n/a (not available)"
     return f"{value:,.0f}{unit}" if abs(value) >= 1000 else f"{value:.2f}{unit}"
+
+
+def _unit(target: dict[str, Any]) -> str:
+    # A ratio by default; a per-item target is in nanoseconds.
+    unit = target.get("unit", "x")
+    return "x" if unit == "x" else f" {unit}"
 
 
 def _quartiles(target: dict[str, Any]) -> str:

@@ -176,3 +176,14 @@ def test_committed_report_has_every_section() -> None:
     assert committed["real_servers"]["measured"], committed["real_servers"]
     text = (reports.REPORT_DIR / "tool_report.md").read_text("utf-8")
     assert all(heading in text for heading in HEADINGS)
+
+
+def test_a_target_in_nanoseconds_is_said_in_nanoseconds() -> None:
+    """A per-item target's figure and limit carry its unit; a ratio's carry x."""
+    targets = [{"name": "per item", "limit": 8.0, "unit": "ns", "available": True,
+                "measured": 21.5, "passed": False},
+               {"name": "ratio", "limit": 1.5, "unit": "x", "available": True,
+                "measured": 1.2, "passed": True}]
+    text = "\n".join(reports._render._benchmark_section({"ratios": {}, "targets": targets}))
+    assert "| per item | 21.50 ns |  | <= 8 ns | **FAIL** |" in text
+    assert "| ratio | 1.20x |  | <= 1.5x | PASS |" in text
