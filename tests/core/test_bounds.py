@@ -12,7 +12,7 @@ import gc
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +110,8 @@ def test_a_value_heavier_than_the_whole_budget_is_not_remembered() -> None:
         assert gate.call_tool("echo", {"text": text_of(1)}) == {
             "ok": True, "value": {"n": MB + 8}, "error": ""}
     assert len(runs) == 3  # the small call once, the heavy one each time
-    assert list(gate.cache) != [] and gate.stats("echo").evicted == 0
+    assert list(gate.cache) != []
+    assert gate.stats("echo").evicted == 0
     gate.call_tool("echo", small)
     assert len(runs) == 3  # still remembered
 
@@ -164,18 +165,17 @@ def wait_for_exit(threads: list[threading.Thread]) -> list[threading.Thread]:
 
 
 @pytest.fixture
-def no_workers_before() -> Iterator[None]:
+def no_workers_before() -> None:
     """Workers of earlier tests' gates are gone first, so that these count their own."""
     gc.collect()
     assert wait_for_exit(workers_alive()) == []
-    yield
 
 
 @pytest.mark.parametrize("twin", ["call_tool", "acall_tool"])
 def test_200_dropped_gates_let_their_workers_exit(twin: str, no_workers_before: None) -> None:
     """200 gates that each ran a timed sync body, dropped and collected: no worker is left."""
     def make_and_drop() -> None:
-        gate = Gate(timed_table(lambda: {}))
+        gate = Gate(timed_table(dict))
         if twin == "call_tool":
             assert gate.call_tool("timed", {})["ok"]
         else:
@@ -220,7 +220,8 @@ def test_close_stops_the_workers_and_refuses_every_later_call(no_workers_before:
              "pay": {"fn": lambda: runs.append("pay") or {}, "args": {}, "returns": {},
                      "effect": "write", "risk": "reversible_write"}}
     gate = Gate(table, scope=WRITER, records=records.append)
-    assert gate.call_tool("timed", {})["ok"] and gate.call_tool("plain", {})["ok"]
+    assert gate.call_tool("timed", {})["ok"]
+    assert gate.call_tool("plain", {})["ok"]
     started = workers_alive()
     assert len(started) == 1
     gate.close()
@@ -240,13 +241,14 @@ def test_close_stops_the_workers_and_refuses_every_later_call(no_workers_before:
     assert model["ok"] is False
     assert model["error"]["details"] == {"reason": "gate:closed"}
     assert model["error"]["retryable"] is False
-    assert runs == [] and workers_alive() == []
+    assert runs == []
+    assert workers_alive() == []
     assert [record.reason for record in records] == ["gate:closed"] * 9
     gate.close()
 
 
 def test_leaving_a_with_block_closes_the_gate(no_workers_before: None) -> None:
-    with Gate(timed_table(lambda: {})) as gate:
+    with Gate(timed_table(dict)) as gate:
         assert gate.call_tool("timed", {})["ok"]
         started = workers_alive()
     assert wait_for_exit(started) == []
