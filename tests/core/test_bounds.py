@@ -165,14 +165,20 @@ def wait_for_exit(threads: list[threading.Thread]) -> list[threading.Thread]:
 
 
 @pytest.fixture
-def no_workers_before() -> None:
-    """Workers of earlier tests' gates are gone first, so that these count their own."""
+def others() -> set[threading.Thread]:
+    """The workers alive before the test (another test's gate may still be held): each test
+    counts only the workers its own gates started."""
     gc.collect()
-    assert wait_for_exit(workers_alive()) == []
+    return set(workers_alive())
+
+
+def new_workers(others: set[threading.Thread]) -> list[threading.Thread]:
+    return [thread for thread in workers_alive() if thread not in others]
 
 
 @pytest.mark.parametrize("twin", ["call_tool", "acall_tool"])
-def test_200_dropped_gates_let_their_workers_exit(twin: str, no_workers_before: None) -> None:
+def test_200_dropped_gates_let_their_workers_exit(twin: str,
+                                                 others: set[threading.Thread]) -> None:
     """200 gates that each ran a timed sync body, dropped and collected: no worker is left."""
     def make_and_drop() -> None:
         gate = Gate(timed_table(dict))
@@ -183,14 +189,14 @@ def test_200_dropped_gates_let_their_workers_exit(twin: str, no_workers_before: 
 
     for _ in range(200):
         make_and_drop()
-    started = workers_alive()
+    started = new_workers(others)
     gc.collect()
     assert wait_for_exit(started) == []
-    assert workers_alive() == []
+    assert new_workers(others) == []
 
 
 def test_a_dropped_gates_busy_worker_exits_when_its_body_returns(
-        no_workers_before: None) -> None:
+        others: set[threading.Thread]) -> None:
     """A worker still running an overrun body when its gate is dropped finishes it first."""
     release, finished = threading.Event(), threading.Event()
 
@@ -201,7 +207,7 @@ def test_a_dropped_gates_busy_worker_exits_when_its_body_returns(
 
     gate = Gate(timed_table(stuck, timeout=0.01))
     assert gate.call_tool("timed", {})["error"] == "timeout"
-    worker = workers_alive()
+    worker = new_workers(others)
     del gate
     gc.collect()
     assert [thread.is_alive() for thread in worker] == [True]  # its body is still running
@@ -210,7 +216,8 @@ def test_a_dropped_gates_busy_worker_exits_when_its_body_returns(
     assert finished.is_set()
 
 
-def test_close_stops_the_workers_and_refuses_every_later_call(no_workers_before: None) -> None:
+def test_close_stops_the_workers_and_refuses_every_later_call(
+        others: set[threading.Thread]) -> None:
     """close() lets every worker exit; it is idempotent; a later call on any entry point, of
     any tool, is the ``gate:closed`` refusal, recorded once, and runs nothing."""
     runs: list[str] = []
@@ -222,7 +229,7 @@ def test_close_stops_the_workers_and_refuses_every_later_call(no_workers_before:
     gate = Gate(table, scope=WRITER, records=records.append)
     assert gate.call_tool("timed", {})["ok"]
     assert gate.call_tool("plain", {})["ok"]
-    started = workers_alive()
+    started = new_workers(others)
     assert len(started) == 1
     gate.close()
     gate.close()
@@ -242,21 +249,21 @@ def test_close_stops_the_workers_and_refuses_every_later_call(no_workers_before:
     assert model["error"]["details"] == {"reason": "gate:closed"}
     assert model["error"]["retryable"] is False
     assert runs == []
-    assert workers_alive() == []
+    assert new_workers(others) == []
     assert [record.reason for record in records] == ["gate:closed"] * 9
     gate.close()
 
 
-def test_leaving_a_with_block_closes_the_gate(no_workers_before: None) -> None:
+def test_leaving_a_with_block_closes_the_gate(others: set[threading.Thread]) -> None:
     with Gate(timed_table(dict)) as gate:
         assert gate.call_tool("timed", {})["ok"]
-        started = workers_alive()
+        started = new_workers(others)
     assert wait_for_exit(started) == []
     assert gate.call_tool("timed", {})["error"] == "gate:closed"
 
 
 def test_a_write_running_on_a_worker_at_close_still_stores_its_outcome(
-        tmp_path: Path, no_workers_before: None) -> None:
+        tmp_path: Path, others: set[threading.Thread]) -> None:
     """close() does not close the store under a write still running past its timeout: the
     write settles, and a gate opened on that store replays it instead of running it again."""
     release = threading.Event()
@@ -271,7 +278,7 @@ def test_a_write_running_on_a_worker_at_close_still_stores_its_outcome(
     table = timed_table(pay, timeout=0.01, effect="write", risk="reversible_write")
     gate = Gate(table, scope=WRITER, store=store)
     assert gate.call_tool("timed", {}, run_id="r", step_id="s")["error"] == "timeout"
-    worker = workers_alive()
+    worker = new_workers(others)
     gate.close()
     release.set()
     assert wait_for_exit(worker) == []
