@@ -677,3 +677,29 @@ def test_cancelling_the_caller_of_a_stand_in_write_propagates_and_writes_once() 
     assert retry == {"ok": True, "value": {"paid": 500}, "error": ""}
     assert (body.paid, body.cancelled) == ([500], 0)
     assert gate.stats("pay").runs == 1
+
+
+@pytest.mark.parametrize("write", [False, True], ids=["read", "write"])
+def test_a_timed_async_body_runs_on_the_callers_loop_in_its_context(write: bool) -> None:
+    """An ``async def`` body with a timeout is awaited on the caller's own loop (a read
+    under an asyncio timeout, a write in a task of that loop), seeing the caller's context."""
+    loops: list[asyncio.AbstractEventLoop] = []
+    seen: list[str] = []
+
+    async def pay(order_id: str, cents: int) -> dict[str, Any]:
+        loops.append(asyncio.get_running_loop())
+        seen.append(CURRENT_CALL.get())
+        return {"paid": cents}
+
+    gate = (write_gate(pay, timeout=30) if write else
+            Gate({"pay": {"fn": pay, "args": WRITE_ENTRY_ARGS,
+                          "returns": {"paid": {"type": "int"}}, "timeout": 30}}))
+
+    async def main() -> tuple[Any, asyncio.AbstractEventLoop]:
+        CURRENT_CALL.set("the caller's")
+        answer = await gate.acall_tool("pay", WRITE_ARGS, run_id="r", step_id="s")
+        return answer, asyncio.get_running_loop()
+
+    answer, loop = asyncio.run(main())
+    assert answer == {"ok": True, "value": {"paid": 500}, "error": ""}
+    assert (loops, seen) == ([loop], ["the caller's"])
