@@ -49,7 +49,7 @@ from ._jsonschema import (
     tool_spec,
 )
 from ._jsonschema.lint import Finding, echo_match_rate, lint_file, lint_schema, lint_table
-from ._memo import DEFAULT_MEMO_SIZE, DEFAULT_MEMO_TTL, Memo
+from ._memo import DEFAULT_MEMO_BYTES, DEFAULT_MEMO_SIZE, DEFAULT_MEMO_TTL, Memo
 from ._outcome import Envelope
 from ._reasons import (
     ARG_CHECKS,
@@ -70,6 +70,7 @@ __all__ = [
     "ARG_CHECKS",
     "ARG_REASONS",
     "CODES",
+    "DEFAULT_MEMO_BYTES",
     "DEFAULT_MEMO_SIZE",
     "DEFAULT_MEMO_TTL",
     "DEFAULT_SCOPE",

@@ -5,15 +5,22 @@ parsed from it; ``model_args`` reads them without coercing anything (``"5"``
 stays a string, ``True`` a bool, an extra key stays there to be refused) and
 leaves text that is not JSON as text, which the gate refuses as
 ``args:not_object`` with a structured error instead of the framework raising.
-``answer_text`` is the JSON a gate's answer is handed to a model as.
+``answer_text`` is the JSON a gate's answer is handed to a model as; an answer
+that has none (a value whose ``repr`` raises, a key JSON cannot write, a list
+that holds itself, nesting past the recursion limit, an int past Python's
+int-to-str limit) is handed over as the structured error
+``result:unrenderable`` instead (``rendered``), never raised into the agent.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["answer_text", "model_args"]
+from ._answers import unrenderable
+
+__all__ = ["answer_text", "model_args", "rendered"]
 
 
 def model_args(raw: object) -> object:
@@ -38,9 +45,28 @@ def model_args(raw: object) -> object:
         return raw
 
 
-def answer_text(answer: dict[str, Any]) -> str:
-    """A gate's answer as the JSON text a model reads; never raises."""
+def rendered(answer: dict[str, Any], default: Callable[[Any], Any] = repr
+             ) -> tuple[dict[str, Any], str]:
+    """``(answer, its JSON text)``, or, for an answer that has no JSON text, the
+    ``result:unrenderable`` error answer and its text; never raises.
+
+    ``default`` writes what JSON has no form for (a ``datetime``, an object),
+    as ``json.dumps`` calls it; one that raises makes the answer unrenderable.
+    """
     try:
-        return json.dumps(answer, ensure_ascii=False, default=repr)
-    except ValueError:  # a value that holds itself has no JSON form
-        return repr(answer)
+        return answer, json.dumps(answer, ensure_ascii=False, default=default)
+    except Exception:  # TypeError, ValueError, RecursionError, or the default's own
+        refusal = unrenderable(None, _request_id(answer))
+        return refusal, json.dumps(refusal, ensure_ascii=False)
+
+
+def _request_id(answer: object) -> object:
+    try:
+        return dict.get(answer, "request_id") if isinstance(answer, dict) else None
+    except Exception:  # a key that cannot be compared: the id is not needed
+        return None
+
+
+def answer_text(answer: dict[str, Any]) -> str:
+    """A gate's answer as the JSON text a model reads (see ``rendered``); never raises."""
+    return rendered(answer)[1]

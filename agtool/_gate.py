@@ -28,10 +28,11 @@ from ._call import Call, Refusal
 from ._contract import check_table
 from ._keys import bind_store, gate_keys
 from ._lookup import Registry
-from ._memo import DEFAULT_MEMO_SIZE, DEFAULT_MEMO_TTL, Memo
-from ._outcome import Envelope, Outcome
+from ._memo import DEFAULT_MEMO_BYTES, DEFAULT_MEMO_SIZE, DEFAULT_MEMO_TTL, Memo
+from ._outcome import Envelope, Outcome, failure
 from ._pool import BodyPool
 from ._queries import Queries
+from ._reasons import GATE_CLOSED
 from ._records import RecordSink, record_call, records_asked, shown_tool
 from ._steps import Entries, Runtime, Tool, call_async, call_sync
 from ._store import SqliteStore, WriteStore, open_store
@@ -47,6 +48,8 @@ DEFAULT_SCOPE: frozenset[str] = frozenset({"read_public"})
 DEFAULT_LEASE = 300.0
 #: Worker threads per gate for sync bodies with a timeout.
 DEFAULT_WORKERS = 8
+#: What a closed gate answers every call with (``Gate.close``).
+_CLOSED = Refusal(GATE_CLOSED)
 
 
 class Entered(NamedTuple):
@@ -88,9 +91,18 @@ class Gate(Queries):
     never because the root logger's level lets them through. ``pending_wait``
     is how long a call waits for the same write running elsewhere before
     answering ``write:in_progress``.
-    The memo keeps at most ``memo_size`` successes (least recently used out
-    first), each for its contract's ``ttl`` or else ``memo_ttl`` seconds, by
+    The memo keeps at most ``memo_size`` successes and ``memo_bytes`` bytes of
+    their keys (which hold the arguments) and values, as they weigh in memory
+    (least recently used out first; one heavier than the whole budget is not
+    kept), each for its contract's ``ttl`` or else ``memo_ttl`` seconds, by
     ``clock``.
+
+    ``close()`` (or leaving ``with Gate(...) as gate:``) stops the gate's
+    workers, an idle one at once, a busy one when its body returns, and
+    forgets the memo; every later call is answered ``gate:closed``, never
+    raised. The write store is left open: a write still running on a worker
+    stores its outcome. A gate nobody holds any more is collected, and its
+    idle workers exit then.
 
     ``secret`` (bytes or str, at least 16 bytes) keys every args digest the
     gate shows and signs its approvals. Without it: the ``AGTOOL_SECRET``
@@ -111,6 +123,7 @@ class Gate(Queries):
                  store: WriteStore | str | os.PathLike[str] | None = None,
                  records: RecordSink | None = None, pending_wait: float = 2.0,
                  memo_size: int = DEFAULT_MEMO_SIZE, memo_ttl: float = DEFAULT_MEMO_TTL,
+                 memo_bytes: int = DEFAULT_MEMO_BYTES,
                  clock: Callable[[], float] = time.monotonic, lease: float = DEFAULT_LEASE,
                  workers: int = DEFAULT_WORKERS, secret: bytes | str | None = None,
                  old_secrets: Iterable[bytes | str] | None = None) -> None:
@@ -133,7 +146,8 @@ class Gate(Queries):
             raise
         pool = BodyPool(workers)
         self._store_lock = threading.Lock()
-        self.cache = Memo(memo_size, clock=clock)
+        self.cache = Memo(memo_size, clock=clock, max_bytes=memo_bytes)
+        self._closed = False
         self._ids = count(1)
         self._id_prefix = "req_" + secrets.token_hex(4) + "_"
         self._runtime = Runtime(self.cache, lambda: self.store, float(memo_ttl), pending_wait,
@@ -265,10 +279,26 @@ class Gate(Queries):
                                                             approvals, dry_run)
         return answer
 
+    def close(self) -> None:
+        """Stop this gate's workers and forget its memo; every later call is answered
+        ``gate:closed``. Idempotent; the write store is left open (see the class)."""
+        self._closed = True
+        self._routes = {}  # every call now takes the general path, which refuses it
+        self._runtime.pool.close()
+        self.cache.clear()
+
+    def __enter__(self) -> Gate:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     # -- the general path: one Call, through every step, recorded --------------------------------
 
     def _enter(self, call: Call) -> Entered:
         """The sync path of a call no compiled read answers: lookup, the steps, the record."""
+        if self._closed:
+            return self._refused_closed(call.name)
         found = self._tools.lookup(call.name)
         request_id, started = self._start()
         outcome = call_sync(self._runtime, found, call)
@@ -277,11 +307,19 @@ class Gate(Queries):
 
     async def _aenter(self, call: Call) -> Entered:
         """``_enter`` on the async path."""
+        if self._closed:
+            return self._refused_closed(call.name)
         found = self._tools.lookup(call.name)
         request_id, started = self._start()
         outcome = await call_async(self._runtime, found, call)
         self._record(request_id, call.name, found, outcome, started)
         return Entered(outcome, request_id, found)
+
+    def _refused_closed(self, name: object) -> Entered:
+        request_id, started = self._start()
+        outcome = Outcome(failure(GATE_CLOSED))
+        self._record(request_id, name, _CLOSED, outcome, started)
+        return Entered(outcome, request_id, _CLOSED)
 
     def _recorded(self, tool: Tool, args: object, echo: object, run_id: object) -> Entered:
         """A plain call answered by the tool's compiled read, with its record."""

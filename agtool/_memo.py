@@ -9,14 +9,15 @@ Values orjson cannot write exactly (NaN, huge ints, tuples, non-str keys)
 take a slower typed walk, and what neither can key is simply not remembered.
 
 ``Memo`` is bounded, so that a long-running service can keep one: it holds
-at most ``size`` values, dropping the least recently used, and each value
-only for its time to live.
+at most ``size`` values and ``max_bytes`` bytes of keys and values, dropping
+the least recently used, and each value only for its time to live.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -29,12 +30,16 @@ from ._compile import Emitter
 from ._contract import Spec, is_closed
 from ._stats import Counts
 
-__all__ = ["DEFAULT_MEMO_SIZE", "DEFAULT_MEMO_TTL", "MAX_DEPTH", "MISS", "Frozen", "KeySource",
-           "Memo", "cache_key", "compile_key", "emit_key", "freeze", "key_source", "thaw"]
+__all__ = ["DEFAULT_MEMO_BYTES", "DEFAULT_MEMO_SIZE", "DEFAULT_MEMO_TTL", "MAX_DEPTH", "MISS",
+           "Frozen", "KeySource", "Memo", "cache_key", "compact", "compile_key", "emit_key",
+           "freeze", "key_source", "thaw", "weight"]
 
 #: How many values a gate remembers unless told otherwise: enough for the
 #: repeats of one agent run and then some, small enough to live in a service.
 DEFAULT_MEMO_SIZE = 1024
+#: Bytes of keys and values a gate remembers unless told otherwise: a count alone let
+#: 1,024 calls with 1 MB arguments pin a gigabyte (the key holds the arguments).
+DEFAULT_MEMO_BYTES = 64 * 1024 * 1024
 #: Seconds a value is served unless the contract says otherwise: a stock count
 #: remembered at 9 a.m. is not what a 5 p.m. question should be answered with.
 DEFAULT_MEMO_TTL = 300.0
@@ -135,13 +140,19 @@ def freeze(value: object, verify: bool = True,
         return copy_exact(value), copy_exact
     if not verify or _is_plain_json(value, 0):
         try:
-            return orjson.dumps(value, option=_EXACT), orjson.loads
+            return compact(orjson.dumps(value, option=_EXACT)), orjson.loads
         except orjson.JSONEncodeError:
             pass  # a huge int or a lone surrogate: copy it instead
     try:
         return copy.deepcopy(value), copy.deepcopy
     except Exception:
         return None  # a value that cannot be copied is not remembered
+
+
+def compact(dumped: bytes) -> bytes:
+    """``dumped`` in a buffer of its own size: orjson's output holds a buffer of at least
+    4 KB, and eight times the text of a long string, which a kept value would pin."""
+    return bytes(memoryview(dumped))
 
 
 def _is_plain_json(value: object, depth: int) -> bool:
@@ -303,8 +314,132 @@ def compile_key(name: str, version: str, specs: Mapping[str, Spec],
 
 # -- the memo --------------------------------------------------------------------------------
 
+def weight(value: object) -> int | None:
+    """The bytes ``value`` holds in memory: ``sys.getsizeof`` of it and of every object inside
+    its tuples, lists, dicts and sets, each object counted once (a list that holds itself
+    ends); ``None`` when it cannot be weighed (its ``__sizeof__`` raises). Only a key and a
+    value being remembered are weighed, as they are put in the memo."""
+    seen: set[int] = set()
+    total = 0
+    stack = [value]
+    try:
+        while stack:
+            item = stack.pop()
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            total += sys.getsizeof(item)
+            # Exact types only: a subclass's own methods are never called here.
+            kind = type(item)
+            if kind is tuple or kind is list or kind is set or kind is frozenset:
+                stack.extend(item)  # type: ignore[arg-type]
+            elif kind is dict:
+                stack.extend(dict.keys(item))  # type: ignore[arg-type]
+                stack.extend(dict.values(item))  # type: ignore[arg-type]
+    except Exception:  # a __sizeof__ that raises, or answers what is not a size
+        return None
+    return total
+
+
+def _weighed(key: Hashable, frozen: Frozen) -> tuple[Hashable, int | None]:
+    """``(key, weight)`` of a key and its kept value, cheaply enough for every miss: the key
+    made equal but compacted (its orjson parts in buffers of their own size, ``compact``),
+    and the length of the text both hold (a key's strings and orjson bytes, a value's JSON),
+    each other scalar as 8 bytes; what has no JSON text (a deep copy, a huge int) by
+    ``weight``. ``None`` for what cannot be weighed."""
+    kept = frozen[0]
+    if type(kept) is bytes:
+        total: int | None = len(kept)
+    else:
+        try:  # a copy made by the contract's copier: exact JSON types, written in C
+            total = len(orjson.dumps(kept, option=_EXACT))
+        except Exception:  # a deep copy of any value (it may hold itself), or a huge int
+            total = weight(kept)
+    if total is None or type(key) is not tuple:  # every key the gate makes is a tuple
+        return key, None
+    compacted = False
+    for part in key:  # the name, version and run, then each argument's part
+        kind = type(part)
+        if kind is str:
+            total += len(part)
+        elif kind is bytes:
+            total += len(part)
+            compacted = True
+        elif kind is tuple:  # a typed walk: tuples of scalars
+            walked = weight(part)
+            if walked is None:
+                return key, None
+            total += walked
+        else:  # an int, a float, None, the absent marker, or a caller's run id: never read
+            total += 8
+    if compacted:
+        key = tuple(compact(part) if type(part) is bytes else part for part in key)
+    return key, total
+
+
+class _Entries(OrderedDict[Hashable, tuple[Frozen, float, Counts]]):
+    """The memo's entries, weighing what they hold: every way in and out keeps the byte total.
+
+    The compiled reads (``_fastpath``) write into it in place, so the byte bound
+    is kept here, where every write lands, not in ``Memo.put``. Reads (``get``,
+    ``move_to_end``) are the dict's own, untouched: a hit costs what it did.
+    An entry heavier than the whole budget is not kept at all.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__()
+        self.max_bytes = max_bytes
+        self.bytes = 0  #: what the entries held weigh (``weight`` of each key and value)
+        self._weights: dict[Hashable, int] = {}
+        self._books = threading.Lock()
+
+    def __setitem__(self, key: Hashable, entry: tuple[Frozen, float, Counts]) -> None:
+        key, heavy = _weighed(key, entry[0])
+        if heavy is None or heavy > self.max_bytes:
+            self.pop(key, None)  # an older value under this key is not fresher than this one
+            return
+        with self._books:
+            OrderedDict.__setitem__(self, key, entry)
+            self.move_to_end(key)  # the newest: what the budget makes room for
+            self.bytes += heavy - self._weights.get(key, 0)
+            self._weights[key] = heavy
+        while self.bytes > self.max_bytes:
+            try:
+                _, (_, _, owner) = self.popitem(last=False)
+            except KeyError:  # emptied by another thread meanwhile
+                break
+            owner.evicted += 1
+
+    def __delitem__(self, key: Hashable) -> None:
+        with self._books:
+            super().__delitem__(key)
+            self._unweigh(key)
+
+    def pop(self, key: Hashable, *default: Any) -> Any:
+        with self._books:
+            found = super().pop(key, *default)
+            self._unweigh(key)
+            return found
+
+    def popitem(self, last: bool = True) -> tuple[Hashable, tuple[Frozen, float, Counts]]:
+        with self._books:
+            key, entry = super().popitem(last)
+            self._unweigh(key)
+            return key, entry
+
+    def clear(self) -> None:
+        with self._books:
+            super().clear()
+            self._weights.clear()
+            self.bytes = 0
+
+    def _unweigh(self, key: Hashable) -> None:
+        self.bytes -= self._weights.pop(key, 0)  # 0: gone already, or never kept
+
+
 class Memo:
-    """Remembered successes: at most ``size`` values, each for its own time to live.
+    """Remembered successes: at most ``size`` values and ``max_bytes`` bytes of keys and
+    values (``weight``), each for its own time to live.
 
     The least recently used value goes first when the memo is full; a value
     past its time is never served, and is dropped when next looked at. Each
@@ -319,21 +454,33 @@ class Memo:
     """
 
     def __init__(self, size: int = DEFAULT_MEMO_SIZE, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if type(size) is not int or size < 0:
-            raise ValueError(f"memo size must be a non-negative int, got {size!r}")
+                 clock: Callable[[], float] = time.monotonic,
+                 max_bytes: int = DEFAULT_MEMO_BYTES) -> None:
+        for name, bound in (("memo size", size), ("memo bytes", max_bytes)):
+            if type(bound) is not int or bound < 0:
+                raise ValueError(f"{name} must be a non-negative int, got {bound!r}")
         self._size = size
         self.clock = clock
         #: ``key -> (frozen, expires at, owner's Counts)``, least recently used first. Read
-        #: directly by the compiled reads (``_fastpath``), which is why it is not private.
-        self.entries: OrderedDict[Hashable, tuple[Frozen, float, Counts]] = \
-            OrderedDict()
+        #: and written directly by the compiled reads (``_fastpath``), which is why it is
+        #: not private; it keeps the byte bound itself.
+        self.entries = _Entries(max_bytes)
         self._walk = threading.Lock()
 
     @property
     def size(self) -> int:
         """How many values it holds at most; fixed when it is made (compiled reads hold it)."""
         return self._size
+
+    @property
+    def max_bytes(self) -> int:
+        """How many bytes of keys and values it holds at most (see ``weight``)."""
+        return self.entries.max_bytes
+
+    @property
+    def bytes(self) -> int:
+        """How many bytes the keys and values it holds weigh now (see ``weight``)."""
+        return self.entries.bytes
 
     def get(self, key: Hashable) -> Any:
         """The frozen value held for ``key`` (see ``thaw``), or ``MISS``."""
@@ -423,4 +570,5 @@ class Memo:
         return len(self) > 0
 
     def __repr__(self) -> str:
-        return f"<Memo {len(self)} of {self.size} values>"
+        return (f"<Memo {len(self)} of {self.size} values, {self.bytes} of "
+                f"{self.max_bytes} bytes>")

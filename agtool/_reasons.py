@@ -18,7 +18,11 @@ failed and on which argument, never a message or a traceback.
   failure). A server's rate limit answers ``rate:limited`` before the gate is
   asked. A caller's malformed scope is ``auth:bad_scope``; an ``async def``
   tool called through the sync ``call_tool`` inside a running event loop is
-  ``async:loop_running``.
+  ``async:loop_running``. A result that passed its contract but has no text a
+  model can be handed (a value whose ``repr`` raises, a key JSON cannot write,
+  a list that holds itself, an int past Python's int-to-str limit) is
+  ``result:unrenderable``, answered by ``call_for_model`` and the adapters; a
+  call on a closed gate is ``gate:closed``.
 - The agent graph adds its own, each of which ends a run: ``order:not_object``,
   ``model:no_tool_call``, ``model:raised:<ExceptionClassName>``,
   ``repair:none`` (no rule fixes the reason) and ``repair:repeat`` (the fixed
@@ -62,8 +66,13 @@ ARG_CHECKS = (
 ARG_REASONS = ("unknown_tool", "not_object", "bad_contract")
 #: Checks made on a returned value.
 RESULT_CHECKS = ("shape", "empty", "too_big", "range")
+#: A result that passed its contract but cannot be written for a model (see the module's
+#: docstring): answered by ``call_for_model`` and the adapters, never raised.
+RESULT_UNRENDERABLE = "result:unrenderable"
+#: A call on a gate after ``Gate.close()``: nothing is looked up, claimed or run.
+GATE_CLOSED = "gate:closed"
 #: Prefixes of ``call_tool``'s ``error``.
-STAGES = ("args", "result", "raised", "auth", "write", "timeout", "upstream", "async")
+STAGES = ("args", "result", "raised", "auth", "write", "timeout", "upstream", "async", "gate")
 #: Reasons of the idempotency store, each refusing to run a write body.
 WRITE_REASONS = ("write:no_key", "write:conflict", "write:in_progress", "write:store",
                  "write:unknown")

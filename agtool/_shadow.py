@@ -96,7 +96,8 @@ def shadow_gate(gate: Gate, body: Callable[[str], Callable[..., Any]]) -> Gate:
     with inherited_keys(runtime.keys):
         inner = Gate(_Bodies(gate.table, body), scope=gate.scope, store=gate.store,
                      records=gate.records, pending_wait=gate.pending_wait,
-                     memo_size=gate.cache.size, memo_ttl=gate.memo_ttl,
+                     memo_size=gate.cache.size, memo_bytes=gate.cache.max_bytes,
+                     memo_ttl=gate.memo_ttl,
                      clock=gate.cache.clock, lease=runtime.lease, workers=runtime.pool.size)
     inner._runtime.pool = runtime.pool
     # A gate agtool.otel traces has a sink that traces a gate made with it alike.

@@ -23,11 +23,22 @@ tool's entries go there straight away.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
+import inspect
 import logging
 import time
-from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Hashable,
+    Iterable,
+    Iterator,
+    Mapping,
+)
+from typing import Any, Literal, overload
 
 from ._answers import is_retryable, marks_sensitive, transport_failure
 from ._authority import Approval, approved, read_scope, spend_once
@@ -477,13 +488,27 @@ def _body_call(ready: Ready) -> Callable[[], Any]:
     return lambda: run_body(fn, args)
 
 
-def _ran(runtime: Runtime, ready: Ready, call: Callable[[], Any]) -> Outcome:
+@overload
+def _ran(runtime: Runtime, ready: Ready, call: Callable[[], Any]) -> Outcome: ...
+
+
+@overload
+def _ran(runtime: Runtime, ready: Ready, call: Callable[[], Any], *,
+         hand_back: Literal[True]) -> Outcome | _HandedBack: ...
+
+
+def _ran(runtime: Runtime, ready: Ready, call: Callable[[], Any], *,
+         hand_back: bool = False) -> Outcome | _HandedBack:
+    """The ``Outcome`` of ``call()``, the body's run; with ``hand_back``, an awaitable it
+    answers is handed back unsettled (``_HandedBack``), for the caller's loop to await."""
     counts = ready.tool.counts
     counts.runs += 1
     try:
         value = call()
     except BaseException as exc:
         return _body_raised(runtime, ready, exc)
+    if hand_back and inspect.isawaitable(value):
+        return _HandedBack(value)
     return _settled(runtime, ready, lambda: _answered(runtime, ready, value))
 
 
@@ -568,22 +593,57 @@ async def arun(runtime: Runtime, ready: Ready) -> Outcome:
     if ready.write_key is not None and tool.timeout is not None:
         # As on the sync path, a write runs on past a timeout and stores its outcome. A sync
         # body runs and settles on a worker thread, which outlives this event loop; an async
-        # one in a task of this loop, kept until it settles.
+        # one in a task of this loop, kept until it settles. A sync body that hands back an
+        # awaitable (an adapter's stand-in) has it awaited in such a task too: on the
+        # caller's loop, in the caller's context, never on a loop of the worker's own.
         work: asyncio.Future[Outcome]
         if tool.is_async:
-            work = asyncio.ensure_future(_arun(runtime, ready, None))
-            runtime.background.add(work)
-            work.add_done_callback(_settled_task(runtime))
+            work = _kept_task(runtime, _arun(runtime, ready, None))
         else:
-            future = runtime.pool.submit(lambda: _ran(runtime, ready, _body_call(ready)))
+            fn, args = tool.fn, ready.args
+            future = runtime.pool.submit(lambda: _ran(runtime, ready, lambda: fn(**args),
+                                                      hand_back=True))
             if future is None:
                 return _busy(runtime, ready)
-            work = asyncio.wrap_future(future)
+            work = _kept_task(runtime, _handed_back_awaited(runtime, ready, future))
         try:
             return await asyncio.wait_for(asyncio.shield(work), tool.timeout)
         except asyncio.TimeoutError:  # the work answers every body's own exception itself
             return _timed_out(ready)
     return await _arun(runtime, ready, tool.timeout)
+
+
+def _kept_task(runtime: Runtime, work: Coroutine[Any, Any, Outcome]) -> asyncio.Task[Outcome]:
+    """``work`` as a task of this loop, kept until it settles: a caller that stops waiting
+    (a timeout, a cancellation) does not stop it."""
+    task = asyncio.ensure_future(work)
+    runtime.background.add(task)
+    task.add_done_callback(_settled_task(runtime))
+    return task
+
+
+class _HandedBack:
+    """A sync body's awaitable, handed back unsettled by its worker to the caller's loop."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Awaitable[Any]) -> None:
+        self.awaitable = awaitable
+
+
+async def _handed_back_awaited(runtime: Runtime, ready: Ready,
+                               future: concurrent.futures.Future[Outcome | _HandedBack]
+                               ) -> Outcome:
+    """What a sync write body run on a worker came to: settled there, or, if it handed back
+    an awaitable, that awaited here and settled."""
+    done = await asyncio.wrap_future(future)
+    if not isinstance(done, _HandedBack):
+        return done
+    try:
+        value = await done.awaitable
+    except BaseException as exc:
+        return _body_raised(runtime, ready, exc)
+    return _settled(runtime, ready, lambda: _answered(runtime, ready, value))
 
 
 def _settled_task(runtime: Runtime) -> Callable[[asyncio.Future[Outcome]], None]:

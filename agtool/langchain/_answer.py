@@ -10,13 +10,13 @@ with the same id is answered from the write store instead of running again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 
+from .._adapter_io import rendered
 from .._answers import model_error
 from .._authority import Approval
 from .._reasons import NOT_OBJECT, UNKNOWN_TOOL
@@ -55,11 +55,9 @@ def _configurable(config: object) -> Mapping[str, Any]:
 
 
 def tool_message(answer: dict[str, Any], call_id: object, name: object) -> ToolMessage:
-    """The ``ToolMessage`` a model is handed for a gate's answer; ``status`` says which."""
-    try:
-        content = json.dumps(answer, ensure_ascii=False, default=repr)
-    except ValueError:  # a value that holds itself has no JSON form
-        content = repr(answer)
+    """The ``ToolMessage`` a model is handed for a gate's answer; ``status`` says which.
+    An answer with no JSON text is handed over as ``result:unrenderable`` (``rendered``)."""
+    answer, content = rendered(answer)
     return ToolMessage(content, tool_call_id=call_id if type(call_id) is str else "",
                        name=name if type(name) is str else None,
                        status="success" if answer.get("ok") else "error", artifact=answer)

@@ -40,6 +40,7 @@ import anyio
 import mcp.types as types
 from mcp.server.lowlevel import Server
 
+from .._adapter_io import rendered
 from .._authority import Approval
 from .._contract import Spec
 from .._gate import Gate
@@ -124,12 +125,15 @@ def result_of(answer: Mapping[str, Any]) -> types.CallToolResult:
     ``isError`` is set, throwing ``-32602`` instead of handing the model the
     error. The text block is the whole answer in JSON either way, so a host
     that shows the model text only still shows the source and trust of the
-    output, or the error's code, message and fields.
+    output, or the error's code, message and fields. An answer with no JSON text
+    is the error ``result:unrenderable`` (``rendered``), never a JSON-RPC error;
+    the structured content is read back from the text, so that it holds only
+    what JSON (and so the SDK's serializer) can write.
     """
-    text = types.TextContent(type="text", text=json.dumps(answer, ensure_ascii=False,
-                                                           default=str))
+    answer, shown = rendered(dict(answer), default=str)
+    text = types.TextContent(type="text", text=shown)
     if answer.get("ok"):
-        return types.CallToolResult(content=[text], structured_content=answer.get("data"))
+        return types.CallToolResult(content=[text], structured_content=json.loads(shown)["data"])
     return types.CallToolResult(content=[text], is_error=True,
                                 _meta={ERROR_META: answer.get("error")})
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agtool._adapter_io import answer_text, model_args
@@ -30,8 +32,12 @@ def test_model_args_reads_json_without_coercing_anything(raw: object, read: obje
 
 
 def test_answer_text_never_raises() -> None:
-    """An answer holding itself, or values JSON lacks, still becomes text."""
-    looped: dict[str, object] = {"ok": True}
+    """Values JSON lacks are written by their repr; an answer with no JSON text at all (one
+    holding itself) becomes the structured error ``result:unrenderable``, with its id."""
+    looped: dict[str, object] = {"ok": True, "request_id": "req_7"}
     looped["self"] = looped
-    assert answer_text(looped).startswith("{'ok': True")
+    shown = json.loads(answer_text(looped))
+    assert shown["ok"] is False
+    assert shown["error"]["details"] == {"reason": "result:unrenderable"}
+    assert shown["request_id"] == "req_7"
     assert answer_text({"ok": True, "data": {"s": {1}}}) == '{"ok": true, "data": {"s": "{1}"}}'

@@ -203,6 +203,7 @@ REASON_TABLE: list[tuple[str, str, bool]] = [
     ("result:too_big", "RESULT_TOO_LARGE", False),
     ("result:shape", "BAD_RESULT", False),
     ("result:range", "BAD_RESULT", False),
+    ("result:unrenderable", "BAD_RESULT", False),
     ("raised:KeyError", "INTERNAL", False),
     ("raised:ValueError", "INTERNAL", False),
     ("raised:QuotaExceededError", "INTERNAL", False),
@@ -231,6 +232,7 @@ REASON_TABLE: list[tuple[str, str, bool]] = [
     ("write:no_key", "INTERNAL", False),
     ("write:store", "UPSTREAM_ERROR", True),
     ("write:unknown", "UNKNOWN_OUTCOME", False),
+    ("gate:closed", "INTERNAL", False),
 ]
 
 

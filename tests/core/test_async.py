@@ -461,13 +461,14 @@ def test_an_exception_in_a_body_is_a_raised_value(exc: Exception, is_async: bool
 # -- Writes through the async path ---------------------------------------------------------------
 
 WRITE_ARGS: dict[str, Any] = {"order_id": "ORD-1", "cents": 500}
+WRITE_ENTRY_ARGS: dict[str, Any] = {"order_id": {"type": "str"},
+                                    "cents": {"type": "int", "min": 1}}
 
 
 def write_gate(fn: Callable[..., Any], **extra: Any) -> Gate:
     """A gate over one reversible write, ``pay``, that the caller may use."""
     entry = {"fn": fn, "effect": "write", "risk": "reversible_write",
-             "args": {"order_id": {"type": "str"}, "cents": {"type": "int", "min": 1}},
-             "returns": {"paid": {"type": "int"}}, **extra}
+             "args": WRITE_ENTRY_ARGS, "returns": {"paid": {"type": "int"}}, **extra}
     return Gate({"pay": entry}, scope={"read_public", "reversible_write"})
 
 
@@ -546,3 +547,159 @@ def test_cancelled_error_from_an_async_write_propagates() -> None:
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(main())
     assert gate.stats("pay").runs == 1
+
+
+# -- A sync stand-in that hands back a coroutine (an adapter's body) -----------------------------
+
+class StandIn:
+    """What an adapter's table entry calls: a sync callable that hands back the framework's
+    coroutine, as LangChain's stand-in does. The coroutine notes the loop it runs on and the
+    caller's context variable, waits on an event of the caller's loop (a loop-bound object:
+    on another loop it raises), and pays."""
+
+    def __init__(self) -> None:
+        self.paid: list[int] = []
+        self.loops: list[asyncio.AbstractEventLoop] = []
+        self.seen: list[str] = []
+        self.cancelled = 0
+        self.gate_open: asyncio.Event | None = None
+
+    def __call__(self, order_id: str, cents: int) -> Coroutine[Any, Any, dict[str, Any]]:
+        return self.pay(cents)
+
+    async def pay(self, cents: int) -> dict[str, Any]:
+        self.loops.append(asyncio.get_running_loop())
+        self.seen.append(CURRENT_CALL.get())
+        assert self.gate_open is not None
+        try:
+            await self.gate_open.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        self.paid.append(cents)
+        return {"paid": cents}
+
+
+def test_a_timed_write_whose_sync_body_hands_back_a_coroutine_runs_it_on_the_callers_loop(
+        ) -> None:
+    """The coroutine runs on the caller's loop, in the caller's context (a worker's own loop
+    could not wait on the caller's event), once; the retry replays it."""
+    body = StandIn()
+    gate = write_gate(body, timeout=30)
+
+    async def main() -> tuple[list[Any], asyncio.AbstractEventLoop]:
+        CURRENT_CALL.set("the agent's call")
+        body.gate_open = asyncio.Event()
+        body.gate_open.set()
+        answers = [await gate.acall_tool("pay", WRITE_ARGS, run_id="r", step_id="s")
+                   for _ in range(2)]
+        return answers, asyncio.get_running_loop()
+
+    answers, loop = asyncio.run(main())
+    assert answers == [{"ok": True, "value": {"paid": 500}, "error": ""}] * 2
+    assert body.loops == [loop]
+    assert body.seen == ["the agent's call"]
+    assert body.paid == [500]
+    stats = gate.stats("pay")
+    assert (stats.runs, stats.replayed) == (1, 1)
+
+
+def test_a_stand_in_write_past_its_timeout_is_refused_runs_on_and_stores_its_outcome() -> None:
+    """Past its timeout the call is the ``timeout`` refusal; the write is not cut half-way
+    (it may have taken effect): it goes on on the caller's loop, and the retry replays it."""
+    body = StandIn()
+    gate = write_gate(body, timeout=0.05)
+
+    async def main() -> list[Any]:
+        body.gate_open = asyncio.Event()
+        first = await gate.acall_tool("pay", WRITE_ARGS, run_id="r", step_id="s")
+        body.gate_open.set()
+        for _ in range(500):  # the kept task finishes on this loop
+            if body.paid:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # it settles its key in the step it pays
+        return [first, await gate.acall_tool("pay", WRITE_ARGS, run_id="r", step_id="s")]
+
+    first, second = asyncio.run(main())
+    assert first == refused("timeout")
+    assert second == {"ok": True, "value": {"paid": 500}, "error": ""}
+    assert (body.paid, body.cancelled) == ([500], 0)
+
+
+def test_a_stand_in_read_past_its_timeout_is_refused_and_cancelled() -> None:
+    """A read's coroutine past its timeout is cancelled on the caller's loop: a late value
+    is never remembered, and the body sees its cancellation."""
+    body = StandIn()
+    gate = Gate({"quote": {"fn": body, "args": WRITE_ENTRY_ARGS, "returns": {"paid": {
+        "type": "int"}}, "timeout": 0.05}})
+
+    async def main() -> tuple[Any, asyncio.AbstractEventLoop]:
+        body.gate_open = asyncio.Event()
+        answer = await gate.acall_tool("quote", WRITE_ARGS)
+        for _ in range(10):  # a few turns for the cancellation to be delivered
+            await asyncio.sleep(0)
+        return answer, asyncio.get_running_loop()
+
+    answer, loop = asyncio.run(main())
+    assert answer == refused("timeout")
+    assert body.loops == [loop]
+    assert (body.cancelled, body.paid) == (1, [])
+
+
+def test_cancelling_the_caller_of_a_stand_in_write_propagates_and_writes_once() -> None:
+    """A CancelledError from outside reaches the caller; the write it started goes on (it may
+    have taken effect) and settles once: the retry replays it, nothing is paid twice."""
+    body = StandIn()
+    gate = write_gate(body, timeout=30)
+
+    async def main() -> tuple[str, Any]:
+        body.gate_open = asyncio.Event()
+        task = asyncio.create_task(gate.acall_tool("pay", WRITE_ARGS, run_id="r", step_id="s"))
+        while not body.loops:  # the coroutine has started on this loop
+            await asyncio.sleep(0.001)
+        task.cancel()
+        try:
+            await task
+            outcome = "answered"
+        except asyncio.CancelledError:
+            outcome = "propagated"
+        body.gate_open.set()
+        for _ in range(500):
+            if body.paid:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
+        return outcome, await gate.acall_tool("pay", WRITE_ARGS, run_id="r", step_id="s")
+
+    outcome, retry = asyncio.run(main())
+    assert outcome == "propagated"
+    assert retry == {"ok": True, "value": {"paid": 500}, "error": ""}
+    assert (body.paid, body.cancelled) == ([500], 0)
+    assert gate.stats("pay").runs == 1
+
+
+@pytest.mark.parametrize("write", [False, True], ids=["read", "write"])
+def test_a_timed_async_body_runs_on_the_callers_loop_in_its_context(write: bool) -> None:
+    """An ``async def`` body with a timeout is awaited on the caller's own loop (a read
+    under an asyncio timeout, a write in a task of that loop), seeing the caller's context."""
+    loops: list[asyncio.AbstractEventLoop] = []
+    seen: list[str] = []
+
+    async def pay(order_id: str, cents: int) -> dict[str, Any]:
+        loops.append(asyncio.get_running_loop())
+        seen.append(CURRENT_CALL.get())
+        return {"paid": cents}
+
+    gate = (write_gate(pay, timeout=30) if write else
+            Gate({"pay": {"fn": pay, "args": WRITE_ENTRY_ARGS,
+                          "returns": {"paid": {"type": "int"}}, "timeout": 30}}))
+
+    async def main() -> tuple[Any, asyncio.AbstractEventLoop]:
+        CURRENT_CALL.set("the caller's")
+        answer = await gate.acall_tool("pay", WRITE_ARGS, run_id="r", step_id="s")
+        return answer, asyncio.get_running_loop()
+
+    answer, loop = asyncio.run(main())
+    assert answer == {"ok": True, "value": {"paid": 500}, "error": ""}
+    assert (loops, seen) == ([loop], ["the caller's"])

@@ -574,6 +574,8 @@ def _envelopes() -> Iterator[tuple[str, object]]:
         return gate.call_tool("awaited", {})
 
     yield "async", asyncio.run(inside_a_loop())
+    gate.close()
+    yield "closed", gate.call_tool("probe", PROBE_VALID)
 
 
 async def _async_body() -> dict[str, Any]:
@@ -591,7 +593,8 @@ def test_every_path_answers_the_three_key_envelope() -> None:
                       "bad-contract": "args:bad_contract", "raised": "raised:ValueError",
                       "result": "result:empty", "denied": "auth:scope:read_sensitive",
                       "no-key": "write:no_key", "timeout": "timeout",
-                      "upstream": "upstream:502", "async": "async:loop_running"}
+                      "upstream": "upstream:502", "async": "async:loop_running",
+                      "closed": "gate:closed"}
     assert {parse_reason(error).stage for error in errors.values()} - {""} == set(STAGES)
 
 
@@ -622,7 +625,7 @@ def test_reason_vocabulary_is_the_spec() -> None:
     assert set(ARG_REASONS) == {"unknown_tool", "not_object", "bad_contract"}
     assert set(RESULT_CHECKS) == {"shape", "empty", "too_big", "range"}
     assert set(STAGES) == {"args", "result", "raised", "auth", "write", "timeout", "upstream",
-                           "async"}
+                           "async", "gate"}
 
 
 # -- The memo ------------------------------------------------------------------------------------

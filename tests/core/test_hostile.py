@@ -7,6 +7,7 @@ counted by the bodies, records by a sink. Nothing expected is read back from the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -781,6 +782,105 @@ def test_keyed_write_with_a_raising_dict_runs_once_per_key(method: str) -> None:
     assert [record.replayed for record in sink.records] == [False, True]
 
 
+# -- Hostile returned values: call_for_model never raises on them ------------------------------
+
+class LyingDict(dict):  # type: ignore[type-arg]
+    """A dict whose readers raise ``exc``: its storage holds its real contents."""
+
+    exc: BaseException = RuntimeError("lie")
+
+    def items(self) -> Any:
+        raise self.exc
+
+    def keys(self) -> Any:
+        raise self.exc
+
+    def values(self) -> Any:
+        raise self.exc
+
+    def __iter__(self) -> Any:
+        raise self.exc
+
+
+class LyingStr(str):
+    """A str whose own methods raise: its characters are real."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("lie")
+
+    __repr__ = __str__
+
+    def __len__(self) -> int:
+        raise RuntimeError("lie")
+
+    def encode(self, *_: Any, **__: Any) -> bytes:
+        raise RuntimeError("lie")
+
+
+SECRET_SPEC: dict[str, Any] = {"type": "str", "sensitive": True}
+#: ``id -> (returns, a fresh hostile value)``: each passes the return check, which reads a
+#: dict's own storage; only what a model is handed (redacted) reads it through its methods.
+HOSTILE_RESULTS: dict[str, tuple[dict[str, Any], Callable[[], Any]]] = {
+    "top-level-dict-with-a-secret": ({"a": {"type": "any"}, "s": SECRET_SPEC},
+                                     lambda: LyingDict(a=1, s="hunter22")),
+    "nested-dict-with-a-secret": ({"a": {"type": "dict", "item": {"s": SECRET_SPEC}}},
+                                  lambda: {"a": LyingDict(s="hunter22")}),
+    "dict-in-a-list-with-a-secret": ({"a": {"type": "list", "item": {"s": SECRET_SPEC}}},
+                                     lambda: {"a": [LyingDict(s="hunter22")]}),
+    "lying-str-beside-a-secret": ({"a": {"type": "any"}, "s": SECRET_SPEC},
+                                  lambda: {"a": LyingStr("x"), "s": "hunter22"}),
+    "lying-dict-beside-a-secret": ({"a": {"type": "any"}, "s": SECRET_SPEC},
+                                   lambda: {"a": LyingDict(x=1), "s": "hunter22"}),
+}
+
+
+@pytest.mark.parametrize("twin", ["call_for_model", "acall_for_model"])
+@pytest.mark.parametrize("case", list(HOSTILE_RESULTS))
+def test_call_for_model_never_raises_on_a_hostile_returned_value(case: str, twin: str) -> None:
+    """A returned value whose own methods lie is answered, never raised: a success with the
+    secret redacted, or ``result:unrenderable`` when no redacted copy can be made; the secret
+    is in neither; one record per call."""
+    returns, make = HOSTILE_RESULTS[case]
+    sink = ListSink()
+    gate = Gate({"t": {"fn": lambda: make(), "args": {}, "returns": returns}}, records=sink)
+
+    async def acall() -> dict[str, Any]:
+        return await gate.acall_for_model("t", {})
+
+    for _ in range(2):  # a miss, then what the memo answers
+        answer = gate.call_for_model("t", {}) if twin == "call_for_model" else asyncio.run(acall())
+        assert_model_answer(answer)
+        if not answer["ok"]:
+            assert answer["error"]["details"] == {"reason": "result:unrenderable"}
+            assert answer["error"]["code"] == "BAD_RESULT"
+        assert "hunter22" not in stored_strings(answer)
+    assert len(sink.records) == 2
+
+
+def stored_strings(value: object) -> list[str]:
+    """Every str inside ``value``, read from the storage of dicts, lists and strs: a lying
+    subclass's methods are never called."""
+    if isinstance(value, str):
+        return [str.__str__(value)]
+    if isinstance(value, dict):
+        return [text for pair in dict.items(value) for part in pair
+                for text in stored_strings(part)]
+    if isinstance(value, list):
+        return [text for item in list.__iter__(value) for text in stored_strings(item)]
+    return []
+
+
+def test_a_keyboard_interrupt_from_a_returned_value_propagates_from_call_for_model() -> None:
+    """Only an ``Exception`` from a hostile value is answered: an interrupt is let through."""
+    class Interrupting(LyingDict):
+        exc = KeyboardInterrupt()
+
+    gate = Gate({"t": {"fn": lambda: Interrupting(a=1, s="x"), "args": {},
+                       "returns": {"a": {"type": "int"}, "s": SECRET_SPEC}}})
+    with pytest.raises(KeyboardInterrupt):
+        gate.call_for_model("t", {})
+
+
 # -- Model-chosen names: bounded and escaped wherever they are echoed ---------------------------
 
 LONG = "Z" * 4_999_999 + "a"
@@ -990,7 +1090,7 @@ logging.getLogger("agtool").setLevel(logging.DEBUG)
 records = []
 ran = []
 table = {"t": {"fn": lambda **kw: ran.append(1) or {}, "returns": {}, "args": {
-    "sku": {"type": "str"},
+    "sku": {"type": "str"}, "code": {"type": "str", "required": False, "max_len": 8},
     "items": {"type": "list", "required": False, "max_len": 10, "item": {"type": "int"}}}}}
 gate = Gate(table, records=records.append)
 
@@ -1000,6 +1100,8 @@ def build(size):
         return {"sku": "a", "items": [0] * size}
     if case == "extra_arg":
         return {"sku": "a", "junk": [0] * size}
+    if case == "long_str":
+        return {"sku": "a", "code": "x" * size}
     return {"sku": "a", **{f"k{i}": 0 for i in range(size)}}
 
 small = build(11)  # the same path once, small, so that first-call setup is not counted
@@ -1024,6 +1126,8 @@ def _refusal_reason_ok(case: str, reason: str) -> bool:
         return reason == "args:max_len:items"
     if case == "extra_arg":
         return reason == "args:unexpected:junk"
+    if case == "long_str":
+        return reason == "args:max_len:code"
     match = re.fullmatch(r"args:unexpected:k(\d+)", reason)
     return match is not None and int(match.group(1)) < 10**6
 
@@ -1031,6 +1135,8 @@ def _refusal_reason_ok(case: str, reason: str) -> bool:
 @pytest.mark.parametrize(("case", "size"), [
     pytest.param("max_len", 10**7, id="list-of-10M-for-max_len-10"),
     pytest.param("extra_arg", 10**7, id="list-of-10M-as-an-unexpected-arg"),
+    # Its excerpt reads its head only: the whole string was digested (a 10 MB copy, 19 ms).
+    pytest.param("long_str", 10**7, id="str-of-10M-for-max_len-8"),
     pytest.param("extra_keys", 10**6, id="args-with-1M-extra-keys", marks=pytest.mark.slow),
 ])
 def test_refusal_costs_o1_in_the_refused_input(case: str, size: int) -> None:

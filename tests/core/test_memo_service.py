@@ -367,7 +367,9 @@ def test_the_memo_reads_as_a_mapping_of_fresh_values() -> None:
     value = gate.call_tool("stock_lookup", args)["value"]
     assert gate.cache
     assert key in gate.cache
-    assert repr(gate.cache) == "<Memo 1 of 4 values>"
+    assert repr(gate.cache) == (f"<Memo 1 of 4 values, {gate.cache.bytes} of "
+                                f"{gate.cache.max_bytes} bytes>")
+    assert 0 < gate.cache.bytes < gate.cache.max_bytes
     held = gate.cache[key]
     assert held == value
     held["rows"].clear()

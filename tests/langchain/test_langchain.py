@@ -788,14 +788,18 @@ def test_tool_node_args_that_are_not_an_object(gated: bool, args: Any) -> None:
 
 
 def test_a_message_is_made_even_for_an_answer_with_no_json_form() -> None:
-    """An answer that holds itself still becomes an error-free message rather than a raise."""
+    """An answer that holds itself still becomes a message rather than a raise: the
+    structured error ``result:unrenderable`` (tests/langchain/test_langchain_never_raises.py
+    has every kind, through real tools)."""
     from agtool.langchain._answer import tool_message
-    answer: dict[str, Any] = {"ok": True}
+    answer: dict[str, Any] = {"ok": True, "request_id": "req_1"}
     answer["data"] = answer
     message = tool_message(answer, "c1", "t")
-    assert message.status == "success"
+    assert message.status == "error"
     assert message.tool_call_id == "c1"
-    assert "ok" in str(message.content)
+    shown = json.loads(str(message.content))
+    assert shown["error"]["details"] == {"reason": "result:unrenderable"}
+    assert shown["request_id"] == "req_1"
 
 
 def test_middleware_shows_the_model_the_gates_schema() -> None:

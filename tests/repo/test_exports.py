@@ -65,6 +65,7 @@ PUBLIC = {
     "UpstreamError",
     "WriteStore",
     "contract_hash",
+    "DEFAULT_MEMO_BYTES",
     "DEFAULT_MEMO_SIZE",
     "DEFAULT_MEMO_TTL",
     "Memo",
