@@ -260,6 +260,7 @@ LIVE_CHECK = "  of which: the live-table check alone (4 identity reads)"
 FUSED_REGION = "fused reference: blocked, bad region"
 BLOCKED_REGION = "gate: blocked, bad region"
 ENTRY_REGION = "  of which: the tool's own entry, called straight, blocked"
+POSITIONAL_REGION = "  (not the API) the same door, its keywords positional, blocked"
 FUSED_BOOL = "fused reference: blocked, bool limit"
 BLOCKED_BOOL = "gate: blocked, bool limit"
 FUSED_FULL = "fused reference: miss into a full memo"
@@ -307,6 +308,8 @@ CASES: list[Case] = [
     Case(BLOCKED_REGION, "region_call(tool, bad_region)", gate="region_gate", expect="blocked"),
     Case(ENTRY_REGION, "entry_region(bad_region, None, None, None, None, (), False)",
          gate="entry_region_gate", expect="blocked"),
+    Case(POSITIONAL_REGION, "positional_call(tool, bad_region)", gate="positional_gate",
+         expect="blocked"),
     Case(FUSED_BOOL, "fused_bool(bool_limit, None, None)", gate="fused_bool_counts",
          expect="blocked"),
     Case(BLOCKED_BOOL, "bool_call(tool, bool_limit)", gate="bool_gate", expect="blocked"),
@@ -366,6 +369,7 @@ def _namespace(folder: Path) -> dict[str, Any]:
         "short_gate": Gate(EXTRA_TOOLS, records=JsonLinesSink(sinks["short"])),
         "full_gate": Gate(TOOLS), "many_gate": Gate(EXTRA_TOOLS), "one_gate": Gate(EXTRA_TOOLS),
         "entry_hit_gate": Gate(TOOLS), "entry_region_gate": Gate(TOOLS),
+        "positional_gate": PositionalGate(TOOLS),
     }
     for name in ("hit_gate", "model_gate", "sink_gate", "entry_hit_gate"):
         gates[name].call_tool(TOOL, ARGS)  # the one run of the body a hit case may see
@@ -401,6 +405,7 @@ def _namespace(folder: Path) -> dict[str, Any]:
         "list_args": LIST_ARGS, "dict_args": DICT_ARGS,
         "huge_call": gates["huge_gate"].call_tool, "huge_list": HUGE_LIST,
         **_dispatch_pieces(gates["entry_hit_gate"], gates["entry_region_gate"]),
+        "positional_call": gates["positional_gate"].call_tool,
         "id_items": MANY_IDS["ids"], "list_copy": list.copy,
         "key_option": orjson.OPT_NON_STR_KEYS, "count_of": operator.countOf,
         "short_call": gates["short_gate"].call_tool, "short_list": SHORT_BAD_LIST,
@@ -410,6 +415,22 @@ def _namespace(folder: Path) -> dict[str, Any]:
         ns.update(amiss_gate=amiss_gate, amiss_clear=amiss_gate.cache.clear,
                   amiss_call=getattr(amiss_gate, ASYNC_CALL))
     return ns
+
+
+class PositionalGate(Gate):
+    """A gate whose ``call_tool`` takes its keywords positionally: not the API (they are
+    keyword-only there), timed only to show what the keyword-only signature costs."""
+
+    def call_tool(
+        self, name: object, args: object, echo: Mapping[str, object] | None = None,
+        scope: Any = None, run_id: Any = None, step_id: Any = None, approvals: Any = (),
+        dry_run: bool = False,
+    ) -> Any:
+        tool = self._routes.get(name) if type(name) is str else None  # as Gate.call_tool
+        if tool is None:
+            raise LookupError(name)
+        entry = tool.call_tool
+        return entry(args, echo, scope, run_id, step_id, approvals, dry_run)
 
 
 def _dispatch_pieces(hit_gate: Gate, region_gate: Gate) -> dict[str, Any]:
@@ -700,6 +721,7 @@ NOTES: list[Target] = [
            lambda r: r[KEY_DICT], lambda r: r[VALIDATE_DICT]),
     _net("the door (call_tool to the tool's entry), memo hit", HIT, ENTRY_HIT),
     _net("the door (call_tool to the tool's entry), blocked", BLOCKED_REGION, ENTRY_REGION),
+    _net("  of which: its keyword-only signature, blocked", BLOCKED_REGION, POSITIONAL_REGION),
     _net("the tool's entry over the fused reference, memo hit", ENTRY_HIT, FUSED_HIT),
     _net("the tool's entry over the fused reference, blocked", ENTRY_REGION, FUSED_REGION),
     Target("the live-table check alone", 0.0, (LIVE_CHECK,), lambda r: r[LIVE_CHECK],
