@@ -216,7 +216,8 @@ def record_call(sink: RecordSink | None, request_id: str, tool: str, contract_ha
         "memo_hit": outcome.how == HIT, "ok": envelope["ok"], "reason": reason,
         "replayed": outcome.how == REPLAY, "request_id": request_id, "tool": tool}
     record = None
-    if records_asked():
+    # logging's cached "no" first, as ``records_asked`` reads it, without calling it.
+    if LOGS_CACHE.get(_INFO) is not False and records_asked():
         record = _record_of(fields)
         records_log.info("%s %s %s", request_id, tool, reason or "ok",
                          extra={"agtool_record": record.as_dict()})
