@@ -26,8 +26,12 @@ into a memo kept full (each call a new run id, the least recently used value
 evicted), which is what a long-running service meets. A case whose API the gate
 under test lacks (``acall_tool`` before the async gate landed) is reported as
 n/a, not timed. The ``agtool.calls`` logger is kept below INFO for the whole
-run, so only the cases that name a sink write records. The report imports
-``measure`` from here.
+run, so only the cases that name a sink write records. Beside the targets, notes
+with no verdict take the missed ones apart: the door (``call_tool`` to the tool's
+own entry, called straight), its keyword-only signature (against the same door
+with its keywords positional, which is not the API), the entry's live-table
+check, and the pieces of a ``list[int]`` item on a miss beside two C checks that
+are not exact. The report imports ``measure`` from here.
 """
 
 from __future__ import annotations
