@@ -36,7 +36,7 @@ from ._contract import ToolContract
 from ._memo import Memo, emit_key, freeze, key_source
 from ._outcome import ANSWERED, HIT, Outcome, success
 from ._reasons import NOT_OBJECT, SHAPE
-from ._records import records_asked
+from ._records import LOGS_CACHE, records_asked
 from ._stats import Counts
 
 __all__ = ["ENTRY_PARAMS", "REFUSED", "Guard", "compile_key_call", "compile_model_entry",
@@ -97,19 +97,6 @@ class Guard(NamedTuple):
     recorded: Callable[[object, object, object], Any]
 
 
-def _logs_cache() -> dict[int, bool]:
-    """``agtool.calls``' own cache of its ``isEnabledFor`` answers, by level.
-
-    ``Logger.isEnabledFor`` answers from this per-logger dict, which
-    ``setLevel``, ``logging.disable`` and the other level changes clear in
-    place; reading it is a subscript where the method is a Python call. A
-    logger without one (another Python) gives an empty dict: never cached,
-    the method is always asked.
-    """
-    cache = getattr(_records_log, "_cache", None)
-    return cache if isinstance(cache, dict) else {}
-
-
 def _emit_guard(emitter: Emitter, name: str, guard: Guard, asynchronous: bool) -> None:
     """The one decision of whether a call may take the compiled read, as the entry's first
     lines: anything else is handed to the gate's general steps or its recorder."""
@@ -120,7 +107,7 @@ def _emit_guard(emitter: Emitter, name: str, guard: Guard, asynchronous: bool) -
         guard_runtime=guard.runtime, guard_general=guard.general,
         guard_recorded=guard.recorded, guard_logs=_records_log.isEnabledFor,
         guard_asked=records_asked,
-        GUARD_LOGS_CACHE=_logs_cache(), GUARD_INFO=logging.INFO, Call=Call)
+        GUARD_LOGS_CACHE=LOGS_CACHE, GUARD_INFO=logging.INFO, Call=Call)
     emit = emitter.emit
     wait = "await " if asynchronous else ""
     general = f"return {wait}guard_general(Call(GUARD_NAME, {ENTRY_PARAMS}))"

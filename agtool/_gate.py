@@ -220,8 +220,8 @@ class Gate(Queries):
         if tool is None:
             return self._call_tool(Call(name, args, echo, scope, run_id, step_id, approvals,
                                         dry_run))
-        envelope: Envelope = tool.call_tool(args, echo, scope, run_id, step_id, approvals,
-                                            dry_run)
+        entry = tool.call_tool  # read, then called: a method load of a slot is not specialised
+        envelope: Envelope = entry(args, echo, scope, run_id, step_id, approvals, dry_run)
         return envelope
 
     async def acall_tool(
@@ -239,8 +239,8 @@ class Gate(Queries):
         if tool is None:
             return await self._acall_tool(Call(name, args, echo, scope, run_id, step_id,
                                                approvals, dry_run))
-        envelope: Envelope = await tool.acall_tool(args, echo, scope, run_id, step_id,
-                                                   approvals, dry_run)
+        entry = tool.acall_tool
+        envelope: Envelope = await entry(args, echo, scope, run_id, step_id, approvals, dry_run)
         return envelope
 
     def call_for_model(
@@ -261,8 +261,8 @@ class Gate(Queries):
         if tool is None:
             return self._call_for_model(Call(name, args, echo, scope, run_id, step_id,
                                              approvals, dry_run))
-        answer: dict[str, Any] = tool.call_for_model(args, echo, scope, run_id, step_id,
-                                                     approvals, dry_run)
+        entry = tool.call_for_model
+        answer: dict[str, Any] = entry(args, echo, scope, run_id, step_id, approvals, dry_run)
         return answer
 
     async def acall_for_model(
@@ -275,8 +275,9 @@ class Gate(Queries):
         if tool is None:
             return await self._acall_for_model(Call(name, args, echo, scope, run_id, step_id,
                                                     approvals, dry_run))
-        answer: dict[str, Any] = await tool.acall_for_model(args, echo, scope, run_id, step_id,
-                                                            approvals, dry_run)
+        entry = tool.acall_for_model
+        answer: dict[str, Any] = await entry(args, echo, scope, run_id, step_id, approvals,
+                                             dry_run)
         return answer
 
     def close(self) -> None:
@@ -401,17 +402,18 @@ class Gate(Queries):
     def _record(self, request_id: str, name: object, found: Tool | Refusal, outcome: Outcome,
                 started: float) -> None:
         """One ``CallRecord`` per call, when anyone listens; a broken sink breaks nothing."""
-        if self.records is None and not records_asked():
+        sink = self._runtime.records  # what the ``records`` property reads, read once
+        if sink is None and not records_asked():
             return
         latency_ms = (time.perf_counter() - started) * 1000
         tool = None if isinstance(found, Refusal) else found
+        reason = outcome.envelope["error"]
         try:
-            record_call(self.records, request_id,
+            record_call(sink, request_id,
                         shown_tool(name) if tool is None else tool.shown_name,
                         "" if tool is None else tool.hash,
                         tool.contract if tool is not None and tool.redacts_args else None,
-                        error_code(outcome.envelope["error"]), outcome, latency_ms,
-                        self._keys)
+                        error_code(reason) if reason else "", outcome, latency_ms, self._keys)
         except Exception:
             _log.exception("call record of %s not written", shown_tool(name))
 

@@ -37,6 +37,23 @@ records_log = logging.getLogger("agtool.calls")
 _agtool_log = logging.getLogger("agtool")
 
 
+def _logs_cache() -> dict[int, bool]:
+    """``agtool.calls``' own cache of its ``isEnabledFor`` answers, by level.
+
+    ``Logger.isEnabledFor`` answers from this per-logger dict, which
+    ``setLevel``, ``logging.disable`` and the other level changes clear in
+    place; reading it is a subscript where the method is a Python call. A
+    logger without one (another Python) gives an empty dict: never cached,
+    the method is always asked.
+    """
+    cache = getattr(records_log, "_cache", None)
+    return cache if isinstance(cache, dict) else {}
+
+
+#: ``agtool.calls``' cache of its level answers (``_logs_cache``), read on every record.
+LOGS_CACHE = _logs_cache()
+
+
 def records_asked() -> bool:
     """Whether someone asked for call records on ``agtool.calls``: a level of INFO or below
     set on that logger, or on ``agtool`` when it has none of its own.
@@ -46,7 +63,9 @@ def records_asked() -> bool:
     logger) sets that for its own logs, and must not turn on a record per
     call, which costs the compiled fast path its speed, by accident.
     """
-    if not records_log.isEnabledFor(_INFO):  # cached by logging: the common "no" is cheap
+    # logging's own cached answer first: a "no" it has cached is a "no" (a subscript where the
+    # method is a call); anything else is asked of the method, which also sees ``disabled``.
+    if LOGS_CACHE.get(_INFO) is False or not records_log.isEnabledFor(_INFO):
         return False
     level = records_log.level or _agtool_log.level
     return level != logging.NOTSET and level <= _INFO
@@ -143,6 +162,8 @@ class JsonLinesSink:
 
 #: A record's line: its fields in sorted order, then a newline.
 _SORTED_LINE = orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
+#: The line of fields already in sorted order (``record_call``'s).
+_LINE = orjson.OPT_APPEND_NEWLINE
 
 
 def _write_rest(out: io.FileIO, line: bytes, written: int) -> None:
@@ -195,14 +216,15 @@ def record_call(sink: RecordSink | None, request_id: str, tool: str, contract_ha
         "memo_hit": outcome.how == HIT, "ok": envelope["ok"], "reason": reason,
         "replayed": outcome.how == REPLAY, "request_id": request_id, "tool": tool}
     record = None
-    if records_asked():
+    # logging's cached "no" first, as ``records_asked`` reads it, without calling it.
+    if LOGS_CACHE.get(_INFO) is not False and records_asked():
         record = _record_of(fields)
         records_log.info("%s %s %s", request_id, tool, reason or "ok",
                          extra={"agtool_record": record.as_dict()})
     if sink is None:
         return
     if type(sink) is JsonLinesSink:  # the record itself is never seen: only its line
-        sink.write_line(orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE))
+        sink.write_line(orjson.dumps(fields, option=_LINE))
     else:
         sink(_record_of(fields) if record is None else record)
 

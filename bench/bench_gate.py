@@ -26,8 +26,12 @@ into a memo kept full (each call a new run id, the least recently used value
 evicted), which is what a long-running service meets. A case whose API the gate
 under test lacks (``acall_tool`` before the async gate landed) is reported as
 n/a, not timed. The ``agtool.calls`` logger is kept below INFO for the whole
-run, so only the cases that name a sink write records. The report imports
-``measure`` from here.
+run, so only the cases that name a sink write records. Beside the targets, notes
+with no verdict take the missed ones apart: the door (``call_tool`` to the tool's
+own entry, called straight), its keyword-only signature (against the same door
+with its keywords positional, which is not the API), the entry's live-table
+check, and the pieces of a ``list[int]`` item on a miss beside two C checks that
+are not exact. The report imports ``measure`` from here.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import importlib.util
 import itertools
 import json
 import logging
+import operator
 import os
 import statistics
 import sys
@@ -254,8 +259,12 @@ EMPTY = "empty loop (subtracted from all)"
 BARE = "bare call"
 FUSED_HIT = "fused reference: memo hit"
 HIT = "gate: memo hit"
+ENTRY_HIT = "  of which: the tool's own entry, called straight, memo hit"
+LIVE_CHECK = "  of which: the live-table check alone (4 identity reads)"
 FUSED_REGION = "fused reference: blocked, bad region"
 BLOCKED_REGION = "gate: blocked, bad region"
+ENTRY_REGION = "  of which: the tool's own entry, called straight, blocked"
+POSITIONAL_REGION = "  (not the API) the same door, its keywords positional, blocked"
 FUSED_BOOL = "fused reference: blocked, bool limit"
 BLOCKED_BOOL = "gate: blocked, bool limit"
 FUSED_FULL = "fused reference: miss into a full memo"
@@ -264,6 +273,12 @@ MISS = "gate: miss into an emptied memo"
 CLEAR = "  of which: memo clear() (timed on an empty memo)"
 MANY_MISS = "gate: 1,000-item list[int] arg, emptied memo"
 ONE_MISS = "gate: 1-item list[int] arg, emptied memo"
+ITEMS_CHECK = "  of which: validate_args, 1,000-item list[int] arg (copy, exact type check)"
+ONE_CHECK = "  of which: validate_args, 1-item list[int] arg"
+ITEMS_KEY = "  of which: the memo key of 1,000 int items (orjson)"
+ITEMS_COPY = "  of which: the copy of 1,000 int items (list.copy)"
+ITEMS_COUNT = "  (not exact) countOf(map(type, items), int), 1,000 items"
+ITEMS_MSGSPEC = "  (not exact) msgspec convert(list[int], strict), 1,000 items"
 GATE_CHECKS = "gate: validate_args + validate_result"
 PYDANTIC = "pydantic strict BaseModel: args + result"
 ADAPTER = "pydantic TypeAdapter(TypedDict) strict: args + result"
@@ -287,9 +302,18 @@ CASES: list[Case] = [
     Case(BARE, "fn(**args)"),
     Case(FUSED_HIT, "fused_hit(args, None, None)", gate="fused_hit_counts", expect="hit"),
     Case(HIT, "hit_call(tool, args)", gate="hit_gate", expect="hit"),
+    Case(ENTRY_HIT, "entry_hit(args, None, None, None, None, (), False)",
+         gate="entry_hit_gate", expect="hit"),
+    Case(LIVE_CHECK, "live_table[tool] is live_entry and live_entry['fn'] is live_fn "
+                     "and live_entry['args'] is live_args "
+                     "and live_entry['returns'] is live_returns"),
     Case(FUSED_REGION, "fused_region(bad_region, None, None)", gate="fused_region_counts",
          expect="blocked"),
     Case(BLOCKED_REGION, "region_call(tool, bad_region)", gate="region_gate", expect="blocked"),
+    Case(ENTRY_REGION, "entry_region(bad_region, None, None, None, None, (), False)",
+         gate="entry_region_gate", expect="blocked"),
+    Case(POSITIONAL_REGION, "positional_call(tool, bad_region)", gate="positional_gate",
+         expect="blocked"),
     Case(FUSED_BOOL, "fused_bool(bool_limit, None, None)", gate="fused_bool_counts",
          expect="blocked"),
     Case(BLOCKED_BOOL, "bool_call(tool, bool_limit)", gate="bool_gate", expect="blocked"),
@@ -303,6 +327,12 @@ CASES: list[Case] = [
          tool="ids_lookup", expect="miss"),
     Case(ONE_MISS, "one_clear(); one_call('ids_lookup', one_id)", gate="one_gate",
          tool="ids_lookup", expect="miss"),
+    Case(ITEMS_CHECK, "validate_key_args('ids_lookup', many_ids)"),
+    Case(ONE_CHECK, "validate_key_args('ids_lookup', one_id)"),
+    Case(ITEMS_KEY, "dumps(id_items, option=key_option)"),
+    Case(ITEMS_COPY, "list_copy(id_items)"),
+    Case(ITEMS_COUNT, "count_of(map(type, id_items), int)"),
+    Case(ITEMS_MSGSPEC, "convert(id_items, type=list[int], strict=True)"),
     Case(GATE_CHECKS, "validate_args(tool, args); validate_result(tool, result)"),
     Case(PYDANTIC, "ArgsModel.model_validate(args); ResultModel.model_validate(result)"),
     Case(ADAPTER, "args_adapter.validate_python(args); result_adapter.validate_python(result)"),
@@ -342,8 +372,10 @@ def _namespace(folder: Path) -> dict[str, Any]:
         "huge_gate": Gate(EXTRA_TOOLS, records=JsonLinesSink(sinks["huge"])),
         "short_gate": Gate(EXTRA_TOOLS, records=JsonLinesSink(sinks["short"])),
         "full_gate": Gate(TOOLS), "many_gate": Gate(EXTRA_TOOLS), "one_gate": Gate(EXTRA_TOOLS),
+        "entry_hit_gate": Gate(TOOLS), "entry_region_gate": Gate(TOOLS),
+        "positional_gate": PositionalGate(TOOLS),
     }
-    for name in ("hit_gate", "model_gate", "sink_gate"):
+    for name in ("hit_gate", "model_gate", "sink_gate", "entry_hit_gate"):
         gates[name].call_tool(TOOL, ARGS)  # the one run of the body a hit case may see
     fused = {case: fused_stock_read(stock_lookup) for case in ("hit", "region", "bool", "full")}
     fused["hit"][0](ARGS, None, None)  # its one run of the body, as the gate's hit case
@@ -376,6 +408,10 @@ def _namespace(folder: Path) -> dict[str, Any]:
         "key_of": gates["key_gate"].cache_key, "dumps": orjson.dumps,
         "list_args": LIST_ARGS, "dict_args": DICT_ARGS,
         "huge_call": gates["huge_gate"].call_tool, "huge_list": HUGE_LIST,
+        **_dispatch_pieces(gates["entry_hit_gate"], gates["entry_region_gate"]),
+        "positional_call": gates["positional_gate"].call_tool,
+        "id_items": MANY_IDS["ids"], "list_copy": list.copy,
+        "key_option": orjson.OPT_NON_STR_KEYS, "count_of": operator.countOf,
         "short_call": gates["short_gate"].call_tool, "short_list": SHORT_BAD_LIST,
     }
     if hasattr(Gate, ASYNC_CALL):  # the async gate: timed once it exists
@@ -383,6 +419,32 @@ def _namespace(folder: Path) -> dict[str, Any]:
         ns.update(amiss_gate=amiss_gate, amiss_clear=amiss_gate.cache.clear,
                   amiss_call=getattr(amiss_gate, ASYNC_CALL))
     return ns
+
+
+class PositionalGate(Gate):
+    """A gate whose ``call_tool`` takes its keywords positionally: not the API (they are
+    keyword-only there), timed only to show what the keyword-only signature costs."""
+
+    def call_tool(
+        self, name: object, args: object, echo: Mapping[str, object] | None = None,
+        scope: Any = None, run_id: Any = None, step_id: Any = None, approvals: Any = (),
+        dry_run: bool = False,
+    ) -> Any:
+        tool = self._routes.get(name) if type(name) is str else None  # as Gate.call_tool
+        if tool is None:
+            raise LookupError(name)
+        entry = tool.call_tool
+        return entry(args, echo, scope, run_id, step_id, approvals, dry_run)
+
+
+def _dispatch_pieces(hit_gate: Gate, region_gate: Gate) -> dict[str, Any]:
+    """The tools' own entries (what ``call_tool`` routes a name to), and the objects the
+    live-table check of an entry reads, for the cases that time the pieces of a call."""
+    entry = TOOLS[TOOL]
+    return {"entry_hit": hit_gate._routes[TOOL].call_tool,
+            "entry_region": region_gate._routes[TOOL].call_tool,
+            "live_table": TOOLS, "live_entry": entry, "live_fn": entry["fn"],
+            "live_args": entry["args"], "live_returns": entry["returns"]}
 
 
 def _full_memos(gate: Gate, fused: tuple[Callable[..., Any], FusedCounts, Any],
@@ -644,11 +706,36 @@ TARGETS: list[Target] = [
     Target("refuse a 10**6-item list vs a 2-item list, records on", 1.5, (HUGE, SHORT),
            lambda r: r[HUGE], lambda r: r[SHORT]),
 ]
-#: Shown beside the targets, with no verdict: an untyped dict arg must be walked before it
-#: can be keyed exactly, which its check (a plain copy) never does.
+def _net(name: str, case: str, of: str) -> Target:
+    """``case - of`` in ns, within a round: what ``case`` adds to ``of``."""
+    return Target(name, 0.0, (case, of), lambda r: r[case] - r[of], lambda r: 1.0, unit="ns")
+
+
+def _each_item(name: str, case: str) -> Target:
+    return Target(name, 0.0, (case,), lambda r: r[case] / ITEMS, lambda r: 1.0, unit="ns")
+
+
+#: Shown beside the targets, with no verdict. An untyped dict arg must be walked before it
+#: can be keyed exactly, which its check (a plain copy) never does. Then what the targets the
+#: gate misses are made of: the door (``call_tool`` routing a name to the tool's own entry),
+#: the entry's decision to take the compiled read (of which the live-table check), and the
+#: pieces of a ``list[int]`` item on a miss, beside two C checks that are not exact.
 NOTES: list[Target] = [
     Target("cache_key vs validate_args, untyped dict args", 0.0, (KEY_DICT, VALIDATE_DICT),
            lambda r: r[KEY_DICT], lambda r: r[VALIDATE_DICT]),
+    _net("the door (call_tool to the tool's entry), memo hit", HIT, ENTRY_HIT),
+    _net("the door (call_tool to the tool's entry), blocked", BLOCKED_REGION, ENTRY_REGION),
+    _net("  of which: its keyword-only signature, blocked", BLOCKED_REGION, POSITIONAL_REGION),
+    _net("the tool's entry over the fused reference, memo hit", ENTRY_HIT, FUSED_HIT),
+    _net("the tool's entry over the fused reference, blocked", ENTRY_REGION, FUSED_REGION),
+    Target("the live-table check alone", 0.0, (LIVE_CHECK,), lambda r: r[LIVE_CHECK],
+           lambda r: 1.0, unit="ns"),
+    Target("validate_args of a list[int] arg, per item", 0.0, (ITEMS_CHECK, ONE_CHECK),
+           lambda r: (r[ITEMS_CHECK] - r[ONE_CHECK]) / (ITEMS - 1), lambda r: 1.0, unit="ns"),
+    _each_item("memo key (orjson) of a list[int], per item", ITEMS_KEY),
+    _each_item("list.copy of a list[int], per item", ITEMS_COPY),
+    _each_item("countOf(map(type, items), int), not exact, per item", ITEMS_COUNT),
+    _each_item("msgspec convert(list[int], strict), not exact, per item", ITEMS_MSGSPEC),
 ]
 
 
