@@ -41,6 +41,7 @@ from ._memo import MISS, Memo, compile_key, freeze, thaw
 from ._outcome import HIT, PLAN, REPLAY, Envelope, Outcome, failure, success
 from ._pool import BodyPool
 from ._reasons import (
+    ARG_SCHEMA,
     ASYNC_LOOP_RUNNING,
     AUTH_APPROVAL,
     AUTH_BAD_SCOPE,
@@ -166,8 +167,12 @@ class Tool:
         self.shown_name = shown(contract.name)  #: the name as records show it
         self.counts = counts
         self.hash = contract_hash(contract)
-        self.check_args = compile_arg_check(contract.args)
-        self.check_result = compile_result_check(contract.returns)
+        self.check_args = _checked_apart(compile_arg_check(contract.args),
+                                         contract.args_schema_check)
+        self.check_result = _result_checked_apart(compile_result_check(contract.returns),
+                                                  contract.result_schema_check)
+        #: Whether the source schema says more than the specs: checked apart, after them.
+        apart = contract.args_schema_check is not None or contract.result_schema_check is not None
         self.writes = contract.effect == "write"
         self.needs_approval = contract.needs_approval
         self.timeout = contract.timeout
@@ -186,14 +191,16 @@ class Tool:
                                   runtime.keys.digest if self.redacts_args else None)
         #: ``key_call(args, echo, run_id)``: the check and the key in one (``REFUSED`` for
         #: args that do not pass); ``None`` for sensitive args, keyed by their digest.
-        self.key_call = None if self.redacts_args else compile_key_call(contract, self.hash)
+        self.key_call = None if self.redacts_args or apart else \
+            compile_key_call(contract, self.hash)
         #: The plain read's steps compiled into one function (``_fastpath``), answering the
         #: ``Outcome`` (sync or async, as the body is); ``None`` where they do not apply.
         self.fast: Callable[..., Any] | None = None
         # Only for a caller in the gate's own scope, which never changes.
         # (Nor for sensitive args: the compiled key would hold them; ``key_of`` does not.)
+        # (Nor where the schema is checked apart: the compiled read knows only the specs.)
         if self.in_gate_scope and not (self.writes or self.needs_approval or self.redacts_args
-                                       or self.timeout is not None):
+                                       or self.timeout is not None or apart):
             self.fast = self._compiled(runtime, None)
         for point in ENTRY_POINTS:
             setattr(self, point, self._entry(runtime, point))
@@ -243,6 +250,40 @@ class Tool:
         except Exception:  # a value whose own methods raise has no shape to trust
             return SHAPE
         return reason
+
+
+def _checked_apart(check: Callable[..., Any],
+                   schema_check: Callable[[dict[str, Any]], str | None] | None
+                   ) -> Callable[..., Any]:
+    """``check``, and then the source schema's own check of what it let through."""
+    if schema_check is None:
+        return check
+
+    def check_args(args: object, echo: object = None) -> Any:
+        snapshot = check(args, echo)
+        if isinstance(snapshot, str):
+            return snapshot
+        arg = schema_check(snapshot)
+        if arg is None:
+            return snapshot
+        return f"{ARG_SCHEMA}:{shown(arg)}" if arg else ARG_SCHEMA
+
+    return check_args
+
+
+def _result_checked_apart(check: Callable[[Any], str], schema_check: Callable[[Any], bool] | None
+                          ) -> Callable[[Any], str]:
+    """``check``, and then the source schema's own check of a value it passed."""
+    if schema_check is None:
+        return check
+
+    def check_result(value: Any) -> str:
+        reason = check(value)
+        if reason not in ("", UNDECLARED) or schema_check(value):
+            return reason
+        return SHAPE
+
+    return check_result
 
 
 class Ready:
