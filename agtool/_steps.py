@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from typing import Any
@@ -343,14 +344,50 @@ def call_sync(runtime: Runtime, tool: Tool | Refusal, call: Call) -> Outcome:
 
 
 async def call_async(runtime: Runtime, tool: Tool | Refusal, call: Call) -> Outcome:
-    """The whole chain of one call on the async path, from what the lookup found."""
+    """The whole chain of one call on the async path, from what the lookup found.
+
+    A write's steps that ask the write store (its claim, its settling) run on a
+    worker thread: a store that is slow or locked for one key holds that call
+    only, never the event loop every other call of the process runs on.
+    """
     if isinstance(tool, Refusal):
         return Outcome(failure("args:" + tool.reason))
-    step = prepare(runtime, tool, call)
-    while isinstance(step, Held):
+    step = await _claimed_off_loop(runtime, functools.partial(prepare, runtime, tool, call)) \
+        if tool.writes else prepare(runtime, tool, call)
+    while isinstance(step, Held):  # only a write's key is ever held
         await asyncio.sleep(POLL_SECONDS)
-        step = reclaim(runtime, step)
+        step = await _claimed_off_loop(runtime, functools.partial(reclaim, runtime, step))
     return await arun(runtime, step) if isinstance(step, Ready) else step
+
+
+async def _claimed_off_loop(runtime: Runtime, claim: Callable[[], Outcome | Held | Ready]
+                            ) -> Outcome | Held | Ready:
+    """``claim()`` on a worker thread; a key it claimed for a caller cancelled meanwhile is
+    freed (nothing ran under it), so that a retry may run the write."""
+    lock = threading.Lock()
+    handed: list[Outcome | Held | Ready] = []
+    abandoned = False
+
+    def claim_or_free() -> Outcome | Held | Ready:
+        step = claim()
+        with lock:
+            if not abandoned:
+                handed.append(step)
+                return step
+        if isinstance(step, Ready):
+            _nothing_ran(runtime, step)
+        return step
+
+    loop = asyncio.get_running_loop()
+    work = loop.run_in_executor(None, claim_or_free)
+    try:
+        return await asyncio.shield(work)
+    except BaseException:
+        with lock:
+            abandoned = True
+        if handed and isinstance(handed[0], Ready):
+            loop.run_in_executor(None, _nothing_ran, runtime, handed[0])
+        raise
 
 
 # -- before the body -------------------------------------------------------------------------
@@ -652,9 +689,22 @@ async def _arun(runtime: Runtime, ready: Ready, timeout: float | None) -> Outcom
     pool = runtime.pool if tool.timeout is not None else None
     try:
         value = await await_body(tool.fn, ready.args, tool.is_async, timeout, pool)
+    except Exception as exc:
+        if ready.write_key is None:
+            return _body_raised(runtime, ready, exc)
+        return await _settled_off_loop(functools.partial(_body_raised, runtime, ready, exc))
     except BaseException as exc:
-        return _body_raised(runtime, ready, exc)
-    return _settled(runtime, ready, lambda: _answered(runtime, ready, value))
+        return _body_raised(runtime, ready, exc)  # left unknown here: it propagates now
+    if ready.write_key is None:
+        return _settled(runtime, ready, lambda: _answered(runtime, ready, value))
+    return await _settled_off_loop(
+        lambda: _settled(runtime, ready, lambda: _answered(runtime, ready, value)))
+
+
+async def _settled_off_loop(settle: Callable[[], Outcome]) -> Outcome:
+    """A write's settling (its outcome stored) on a worker thread. A caller cancelled
+    meanwhile stops waiting; the settling goes on there, so the outcome is still stored."""
+    return await asyncio.shield(asyncio.get_running_loop().run_in_executor(None, settle))
 
 
 def _answered(runtime: Runtime, ready: Ready, value: object) -> Outcome:
