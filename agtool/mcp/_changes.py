@@ -13,11 +13,13 @@ import logging
 from typing import Any
 
 from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 __all__ = ["ListChanges"]
 
 _log = logging.getLogger("agtool")
+#: The first protocol version whose clients hear changes on listen streams only (versions
+#: are dates, so they compare as strings do).
+LISTEN_SINCE = "2026-07-28"
 
 
 class ListChanges:
@@ -30,7 +32,7 @@ class ListChanges:
 
     def listed(self, session: Any) -> None:
         """A client listed the tools: on an earlier version, it is told of changes."""
-        if getattr(session, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+        if str(getattr(session, "protocol_version", "")) >= LISTEN_SINCE:
             return  # told on its listen stream, if it opened one
         # The per-request session shares its connection's channel to the client.
         connection = getattr(session, "_connection", session)
