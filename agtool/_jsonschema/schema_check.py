@@ -31,7 +31,7 @@ from .._errors import SchemaError
 from .._formats import STRING_FORMATS
 from .._patterns import fullmatcher, pattern_problem
 from .ecma import _re2_escapes, gate_pattern
-from .export import _escape
+from .export import ECHO_KEYWORD, _escape
 
 __all__ = ["CHECKED_KEYWORDS", "compile_schema_check", "json_equal", "resolve_ref"]
 
@@ -41,7 +41,7 @@ Check = Callable[[Any], bool]
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment",
                           "deprecated", "readOnly", "writeOnly", "contentMediaType",
                           "contentEncoding", "contentSchema", "$id", "$anchor", "$schema",
-                          "$defs", "definitions", "$vocabulary", "x-agtool-echo"})
+                          "$defs", "definitions", "$vocabulary", ECHO_KEYWORD})
 #: Every keyword the check reads (besides annotations).
 CHECKED_KEYWORDS = frozenset({
     "type", "enum", "const", "multipleOf", "minimum", "maximum", "exclusiveMinimum",
