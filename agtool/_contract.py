@@ -17,7 +17,11 @@ A table is a plain dict, kept as a value that programs read::
             "source": "where the output comes from", "trust": "trusted" | "untrusted",
             # optional, for read tools: seconds a successful value may be served
             # from the gate's memo (0: never remembered; absent: the gate's default)
-            "ttl": seconds}}
+            "ttl": seconds,
+            # optional, added by the importer for what a JSON Schema says beyond the
+            # dialect (``multipleOf``, ``not``, a closed returned object, ...): run after
+            # the specs' checks, each a callable (see ``SCHEMA_CHECK_KEYS``)
+            "schema_checks": {"args": callable, "returns": callable}}}
 
 A spec is a dict with ``type`` (one of ``TYPES``) and optionally ``required``
 (bool, default ``True``), ``nullable``, ``allowed``, ``min``, ``max``,
@@ -69,6 +73,7 @@ __all__ = [
     "ENTRY_KEYS",
     "MAX_ITEM_DEPTH",
     "RISKS",
+    "SCHEMA_CHECK_KEYS",
     "SPEC_KEYS",
     "TRUST_LEVELS",
     "TYPES",
@@ -87,7 +92,12 @@ SPEC_KEYS = frozenset(
      "any_of", "one_of"}
 )
 ENTRY_KEYS = frozenset({"fn", "args", "returns", "description", "effect", "risk", "key_args",
-                        "timeout", "source", "trust", "ttl", "reconcile", "raises"})
+                        "timeout", "source", "trust", "ttl", "reconcile", "raises",
+                        "schema_checks"})
+#: What ``schema_checks`` may hold: ``args(snapshot)`` answers ``None`` when the checked
+#: args keep the source schema, else the argument that breaks it (``""``: the object as
+#: a whole); ``returns(value)`` answers whether a returned value keeps it.
+SCHEMA_CHECK_KEYS = ("args", "returns")
 #: What a tool does to the world. Write tools are never memoized; they run once per
 #: idempotency key.
 EFFECTS = ("read", "write")
@@ -188,6 +198,9 @@ class ToolContract:
     #: effect happened (looked up by the business key) or ``None`` if it did not, and the
     #: body then runs. ``None`` (absent): an unknown outcome waits for an operator.
     reconcile: Callable[..., Any] | None = None
+    #: The source schema's checks beyond the specs (``schema_checks``), or ``None``.
+    args_schema_check: Callable[[dict[str, Any]], str | None] | None = None
+    result_schema_check: Callable[[Any], bool] | None = None
 
     @property
     def needs_approval(self) -> bool:
@@ -270,7 +283,22 @@ def parse_entry(name: object, entry: object) -> ToolContract:
         trust=trust,
         ttl=_ttl(name, entry, effect),
         reconcile=_reconcile(name, entry, effect),
+        **_schema_checks(name, entry),
     )
+
+
+def _schema_checks(name: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    checks = entry.get("schema_checks")
+    if checks is None:
+        return {}
+    if not isinstance(checks, Mapping) or not set(checks) <= set(SCHEMA_CHECK_KEYS):
+        raise ContractError(name, "schema_checks", f"must be a dict with keys among "
+                            f"{list(SCHEMA_CHECK_KEYS)}")
+    for key, check in checks.items():
+        if not callable(check):
+            raise ContractError(name, f"schema_checks.{key}", f"must be callable, got "
+                                f"{type(check).__name__}")
+    return {"args_schema_check": checks.get("args"), "result_schema_check": checks.get("returns")}
 
 
 def _reconcile(name: str, entry: Mapping[str, Any], effect: str) -> Callable[..., Any] | None:

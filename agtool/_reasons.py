@@ -61,7 +61,12 @@ ARG_CHECKS = (
     "pattern",
     "format",
     "echo",
+    "schema",
 )
+#: A rule of an imported JSON Schema the other checks have no name for (``multipleOf``,
+#: ``not``, ``dependentRequired``, ...), broken by an argument (``schema:<arg>``) or by
+#: the arguments as a whole (``schema`` alone).
+ARG_SCHEMA = "schema"
 #: Reasons about the call as a whole, not one argument.
 ARG_REASONS = ("unknown_tool", "not_object", "bad_contract")
 #: Checks made on a returned value.

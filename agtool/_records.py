@@ -266,14 +266,15 @@ def contract_hash(contract: ToolContract) -> str:
     Part of every memo key and every record: a changed contract never answers
     from what the old one remembered, and a record says which contract ran.
     """
-    functions = ("fn", "reconcile")
+    functions = ("fn", "reconcile", "args_schema_check", "result_schema_check")
     fields = {field.name: getattr(contract, field.name)
               for field in dataclasses.fields(contract) if field.name not in functions}
     for name in functions:
         fn = getattr(contract, name)
         if fn is not None:  # a contract without a reconcile hashes as it always did
-            fields[name] = (f"{getattr(fn, '__module__', '')}."
-                            f"{getattr(fn, '__qualname__', type(fn))}")
+            # A schema check says what it checks (its schema's digest); a body, its name.
+            fields[name] = getattr(fn, "digest", None) or (
+                f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn))}")
     # Specs are the only values JSON cannot write as they are.
     text = json.dumps(fields, sort_keys=True, default=dataclasses.asdict)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -27,6 +27,7 @@ import concurrent.futures
 import functools
 import inspect
 import logging
+import threading
 import time
 from collections.abc import (
     Awaitable,
@@ -52,6 +53,7 @@ from ._memo import MISS, Memo, compile_key, freeze, thaw
 from ._outcome import HIT, PLAN, REPLAY, Envelope, Outcome, failure, success
 from ._pool import BodyPool
 from ._reasons import (
+    ARG_SCHEMA,
     ASYNC_LOOP_RUNNING,
     AUTH_APPROVAL,
     AUTH_BAD_SCOPE,
@@ -177,8 +179,12 @@ class Tool:
         self.shown_name = shown(contract.name)  #: the name as records show it
         self.counts = counts
         self.hash = contract_hash(contract)
-        self.check_args = compile_arg_check(contract.args)
-        self.check_result = compile_result_check(contract.returns)
+        self.check_args = _checked_apart(compile_arg_check(contract.args),
+                                         contract.args_schema_check)
+        self.check_result = _result_checked_apart(compile_result_check(contract.returns),
+                                                  contract.result_schema_check)
+        #: Whether the source schema says more than the specs: checked apart, after them.
+        apart = contract.args_schema_check is not None or contract.result_schema_check is not None
         self.writes = contract.effect == "write"
         self.needs_approval = contract.needs_approval
         self.timeout = contract.timeout
@@ -197,14 +203,16 @@ class Tool:
                                   runtime.keys.digest if self.redacts_args else None)
         #: ``key_call(args, echo, run_id)``: the check and the key in one (``REFUSED`` for
         #: args that do not pass); ``None`` for sensitive args, keyed by their digest.
-        self.key_call = None if self.redacts_args else compile_key_call(contract, self.hash)
+        self.key_call = None if self.redacts_args or apart else \
+            compile_key_call(contract, self.hash)
         #: The plain read's steps compiled into one function (``_fastpath``), answering the
         #: ``Outcome`` (sync or async, as the body is); ``None`` where they do not apply.
         self.fast: Callable[..., Any] | None = None
         # Only for a caller in the gate's own scope, which never changes.
         # (Nor for sensitive args: the compiled key would hold them; ``key_of`` does not.)
+        # (Nor where the schema is checked apart: the compiled read knows only the specs.)
         if self.in_gate_scope and not (self.writes or self.needs_approval or self.redacts_args
-                                       or self.timeout is not None):
+                                       or self.timeout is not None or apart):
             self.fast = self._compiled(runtime, None)
         for point in ENTRY_POINTS:
             setattr(self, point, self._entry(runtime, point))
@@ -254,6 +262,40 @@ class Tool:
         except Exception:  # a value whose own methods raise has no shape to trust
             return SHAPE
         return reason
+
+
+def _checked_apart(check: Callable[..., Any],
+                   schema_check: Callable[[dict[str, Any]], str | None] | None
+                   ) -> Callable[..., Any]:
+    """``check``, and then the source schema's own check of what it let through."""
+    if schema_check is None:
+        return check
+
+    def check_args(args: object, echo: object = None) -> Any:
+        snapshot = check(args, echo)
+        if isinstance(snapshot, str):
+            return snapshot
+        arg = schema_check(snapshot)
+        if arg is None:
+            return snapshot
+        return f"{ARG_SCHEMA}:{shown(arg)}" if arg else ARG_SCHEMA
+
+    return check_args
+
+
+def _result_checked_apart(check: Callable[[Any], str], schema_check: Callable[[Any], bool] | None
+                          ) -> Callable[[Any], str]:
+    """``check``, and then the source schema's own check of a value it passed."""
+    if schema_check is None:
+        return check
+
+    def check_result(value: Any) -> str:
+        reason = check(value)
+        if reason not in ("", UNDECLARED) or schema_check(value):
+            return reason
+        return SHAPE
+
+    return check_result
 
 
 class Ready:
@@ -313,14 +355,50 @@ def call_sync(runtime: Runtime, tool: Tool | Refusal, call: Call) -> Outcome:
 
 
 async def call_async(runtime: Runtime, tool: Tool | Refusal, call: Call) -> Outcome:
-    """The whole chain of one call on the async path, from what the lookup found."""
+    """The whole chain of one call on the async path, from what the lookup found.
+
+    A write's steps that ask the write store (its claim, its settling) run on a
+    worker thread: a store that is slow or locked for one key holds that call
+    only, never the event loop every other call of the process runs on.
+    """
     if isinstance(tool, Refusal):
         return Outcome(failure("args:" + tool.reason))
-    step = prepare(runtime, tool, call)
-    while isinstance(step, Held):
+    step = await _claimed_off_loop(runtime, functools.partial(prepare, runtime, tool, call)) \
+        if tool.writes else prepare(runtime, tool, call)
+    while isinstance(step, Held):  # only a write's key is ever held
         await asyncio.sleep(POLL_SECONDS)
-        step = reclaim(runtime, step)
+        step = await _claimed_off_loop(runtime, functools.partial(reclaim, runtime, step))
     return await arun(runtime, step) if isinstance(step, Ready) else step
+
+
+async def _claimed_off_loop(runtime: Runtime, claim: Callable[[], Outcome | Held | Ready]
+                            ) -> Outcome | Held | Ready:
+    """``claim()`` on a worker thread; a key it claimed for a caller cancelled meanwhile is
+    freed (nothing ran under it), so that a retry may run the write."""
+    lock = threading.Lock()
+    handed: list[Outcome | Held | Ready] = []
+    abandoned = False
+
+    def claim_or_free() -> Outcome | Held | Ready:
+        step = claim()
+        with lock:
+            if not abandoned:
+                handed.append(step)
+                return step
+        if isinstance(step, Ready):
+            _nothing_ran(runtime, step)
+        return step
+
+    loop = asyncio.get_running_loop()
+    work = loop.run_in_executor(None, claim_or_free)
+    try:
+        return await asyncio.shield(work)
+    except BaseException:
+        with lock:
+            abandoned = True
+        if handed and isinstance(handed[0], Ready):
+            loop.run_in_executor(None, _nothing_ran, runtime, handed[0])
+        raise
 
 
 # -- before the body -------------------------------------------------------------------------
@@ -671,9 +749,22 @@ async def _arun(runtime: Runtime, ready: Ready, timeout: float | None) -> Outcom
     pool = runtime.pool if tool.timeout is not None else None
     try:
         value = await await_body(tool.fn, ready.args, tool.is_async, timeout, pool)
+    except Exception as exc:
+        if ready.write_key is None:
+            return _body_raised(runtime, ready, exc)
+        return await _settled_off_loop(functools.partial(_body_raised, runtime, ready, exc))
     except BaseException as exc:
-        return _body_raised(runtime, ready, exc)
-    return _settled(runtime, ready, lambda: _answered(runtime, ready, value))
+        return _body_raised(runtime, ready, exc)  # left unknown here: it propagates now
+    if ready.write_key is None:
+        return _settled(runtime, ready, lambda: _answered(runtime, ready, value))
+    return await _settled_off_loop(
+        lambda: _settled(runtime, ready, lambda: _answered(runtime, ready, value)))
+
+
+async def _settled_off_loop(settle: Callable[[], Outcome]) -> Outcome:
+    """A write's settling (its outcome stored) on a worker thread. A caller cancelled
+    meanwhile stops waiting; the settling goes on there, so the outcome is still stored."""
+    return await asyncio.shield(asyncio.get_running_loop().run_in_executor(None, settle))
 
 
 def _answered(runtime: Runtime, ready: Ready, value: object) -> Outcome:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
@@ -17,6 +18,7 @@ from .._patterns import pattern_problem
 from .._reasons import shown
 from .ecma import _re2_escapes, gate_pattern
 from .export import _JSON_TYPES, ECHO_KEYWORD, ECHO_NOTE, _escape
+from .schema_check import compile_schema_check, resolve_ref
 
 __all__ = ["IMPORT_DIFFERENCES", "RECURSION_DEPTH", "ImportDifference", "from_json_schema",
            "open_objects", "schema_is_open"]
@@ -41,13 +43,25 @@ _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comme
                           "deprecated", "readOnly", "writeOnly", "contentMediaType",
                           "contentEncoding", "$id", "$anchor", "format"})
 _BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+#: Keywords the dialect has no spec for: the spec says the rest, and the whole schema
+#: is checked apart too (``schema_check``), after the specs, so that both must hold.
+_CHECKED_APART = frozenset({"multipleOf", "uniqueItems", "prefixItems", "contains",
+                            "minContains", "maxContains", "patternProperties",
+                            "propertyNames", "minProperties", "maxProperties",
+                            "dependentRequired", "dependentSchemas", "not", "if", "then",
+                            "else"})
+#: Those of them that hold for a value of any type (the rest are a type's keywords).
+_ANY_TYPE_APART = frozenset({"not", "if", "then", "else"})
 _TYPE_KEYWORDS = {
     "string": frozenset({"enum", "const", "minLength", "maxLength", "pattern"}),
-    "integer": frozenset({"enum", "const"}) | _BOUNDS,
-    "number": frozenset({"enum", "const"}) | _BOUNDS,
+    "integer": frozenset({"enum", "const", "multipleOf"}) | _BOUNDS,
+    "number": frozenset({"enum", "const", "multipleOf"}) | _BOUNDS,
     "boolean": frozenset({"enum", "const"}),
-    "array": frozenset({"items", "minItems", "maxItems"}),
-    "object": frozenset({"properties", "required", "additionalProperties"}),
+    "array": frozenset({"items", "minItems", "maxItems", "uniqueItems", "prefixItems",
+                        "contains", "minContains", "maxContains"}),
+    "object": frozenset({"properties", "required", "additionalProperties",
+                         "patternProperties", "propertyNames", "minProperties",
+                         "maxProperties", "dependentRequired", "dependentSchemas"}),
 }
 #: Keywords that combine schemas: read as a union (``anyOf``/``oneOf``) or merged
 #: (an ``allOf`` of one schema, as pydantic writes a described ``$ref``).
@@ -55,14 +69,13 @@ _UNIONS = ("anyOf", "oneOf")
 _SPEC_KEYS = {"enum": "allowed", "const": "allowed", "minimum": "min", "maximum": "max",
               "minLength": "min_len", "maxLength": "max_len", "minItems": "min_len",
               "maxItems": "max_len", "pattern": "pattern"}
-_ROOT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "$schema",
-                            "$defs", "definitions"}) | _ANNOTATIONS
+_ROOT_KEYWORDS = frozenset({"type", "$schema", "$defs", "definitions"}) | _ANNOTATIONS \
+    | _TYPE_KEYWORDS["object"]
 _NULL_HINT = ("null is read by the gate only as an optional key's 'not given' ([T, \"null\"] "
               "or an anyOf of one schema and {\"type\": \"null\"} on a property); a list "
               "item, a whole schema or a value that is only null cannot be null")
 _HINTS = {
     "allOf": "an allOf of several schemas is an intersection the dialect cannot say",
-    "prefixItems": "the dialect has no tuples",
     "nullable": _NULL_HINT,
 }
 #: What deref answers for a recursive reference met too deep: a mapping, told apart by identity.
@@ -103,9 +116,14 @@ IMPORT_DIFFERENCES: Mapping[str, ImportDifference] = MappingProxyType({
         f"A recursive reference is expanded to RECURSION_DEPTH ({RECURSION_DEPTH}) levels of "
         f"nesting; deeper, any JSON value passes, and a warning says where.", False),
     "results": ImportDifference(
-        "A returned object is open in the gate, additionalProperties: false or not: a key "
-        "the output schema does not name passes unchecked (the harness checks outputSchema "
-        "with jsonschema).", False),
+        "A returned object is open where the output schema leaves it open: a key it does "
+        "not name passes unchecked. One closed by additionalProperties: false refuses "
+        "other keys (the schema is checked apart, as for the keywords of _CHECKED_APART).",
+        False),
+    "patternProperties": ImportDifference(
+        "Top-level arguments are closed whatever the schema says: an argument that only "
+        "patternProperties or a schema in additionalProperties admits is refused. Deeper, "
+        "such an object is a free-form dict whose keys the whole-schema check reads.", True),
 })
 
 
@@ -124,6 +142,14 @@ class _Importer:
         self.expanding: list[str] = []
         self.depth = 0
         self.schemas_deep = 0
+        #: Keywords met that are checked apart, on the whole schema (``schema_check``),
+        #: and how many times one was met.
+        self.apart: set[str] = set()
+        self.apart_met = 0
+
+    def checked_apart(self, keyword: str) -> None:
+        self.apart.add(keyword)
+        self.apart_met += 1
 
     def error(self, where: str, problem: str) -> SchemaError:
         return SchemaError(self.source, self.tool, self.base + where, problem)
@@ -241,9 +267,11 @@ class _Importer:
         open in the gate, closed or not: the gate checks the keys it names.
         """
         closure = node.get("additionalProperties")
-        if closure not in (None, False, True):
-            self.fail(f"{where}/additionalProperties", "an object that names its keys takes "
-                      "other keys or not (true or false); the dialect has no schema for them")
+        if isinstance(closure, Mapping) or (closure is False and self.results):
+            self.checked_apart("additionalProperties")  # other keys' schema, or a closed result
+        elif closure not in (None, False, True):
+            self.fail(f"{where}/additionalProperties", "must be a schema (an object or a "
+                      "boolean)")
 
     def required(self, node: Mapping[str, Any], where: str, properties: Mapping[str, Any]
                  ) -> frozenset[str]:
@@ -299,7 +327,7 @@ class _Importer:
         self.refuse_unknown(node, where, allowed | ({ECHO_KEYWORD} if echo_here else set()))
         if json_type == "any":
             return self.described({"type": "any"}, node, where, note)
-        if json_type == "object" and node.get("properties"):
+        if json_type == "object" and node.get("properties") and not _names_others(node):
             return self.named_object(node, where, note)
         if json_type == "object":
             return self.free_object(node, where, note)
@@ -316,7 +344,7 @@ class _Importer:
         if ECHO_KEYWORD in node:
             spec["echo"] = node[ECHO_KEYWORD]
             spec["description"] = _strip_echo_note(spec.get("description", ""))
-        if "items" in node:
+        if "items" in node and "prefixItems" not in node:  # else items holds past the prefix
             item = self.item(node["items"], f"{where}/items")
             if item is not None:
                 spec["item"] = item
@@ -412,6 +440,7 @@ class _Importer:
         shared = {key: value for key, value in node.items()
                   if key not in _ANNOTATIONS and key != keyword}
         specs: list[dict[str, Any]] = []
+        apart_before = self.apart_met
         for index, branch in enumerate(node[keyword]):
             at = f"{where}/{keyword}/{index}"
             with self.frame():
@@ -425,8 +454,12 @@ class _Importer:
                 self.fail(at, "an anyOf inside a oneOf (or the reverse) is beyond the dialect")
             else:
                 specs.append(spec)
-        union: dict[str, Any] = {"type": "any",
-                                 "any_of" if keyword == "anyOf" else "one_of": specs}
+        # A oneOf's branches read without their keywords checked apart may overlap where
+        # JSON Schema's do not: the specs take any of them, and the schema check counts.
+        one_of = keyword == "oneOf" and self.apart_met == apart_before
+        if keyword == "oneOf" and not one_of:
+            self.checked_apart("oneOf")
+        union: dict[str, Any] = {"type": "any", "one_of" if one_of else "any_of": specs}
         self.described(union, node, where, note)
         self.validate(union, node, where)
         return union
@@ -486,7 +519,7 @@ class _Importer:
                 node, where = self.merged(node, where)
                 if (node is not _CUT and self.union_keyword(node, where) is None
                         and node.get("type", _inferred(node)) == "object"
-                        and node.get("properties")):
+                        and node.get("properties") and not _names_others(node)):
                     self.refuse_unknown(node, where,
                                         _ANNOTATIONS | _TYPE_KEYWORDS["object"] | {"type"})
                     return self.members(node, where)
@@ -505,10 +538,11 @@ class _Importer:
 
     def free_object(self, node: Mapping[str, Any], where: str, note: str | None
                     ) -> dict[str, Any]:
-        if node.get("required"):
-            self.fail(f"{where}/required", "names keys, but the object has no properties")
-        if node.get("additionalProperties", True) is not True:
-            self.fail(f"{where}/additionalProperties", "a free-form object must allow any key")
+        """A dict whose keys the dialect leaves open; what the schema says of them is
+        checked apart (named keys beside patternProperties, required, a closure)."""
+        if node.get("required") or node.get("properties") or \
+                node.get("additionalProperties", True) is not True:
+            self.checked_apart("properties")
         return self.described({"type": "dict"}, node, where, note)
 
     def deref(self, node: object, where: str) -> tuple[Mapping[str, Any], str, str | None]:
@@ -541,7 +575,7 @@ class _Importer:
                           f"passes")
                 return _CUT, where, note
             seen.append(ref)
-            target = _resolve(self.root, ref)
+            target = resolve_ref(self.root, ref)
             if target is None:
                 self.fail(f"{where}/$ref", f"{ref!r} points at nothing")
             node, where = target, unquote(ref[1:])
@@ -581,8 +615,10 @@ class _Importer:
     def refuse_unknown(self, node: Mapping[str, Any], where: str, allowed: frozenset[str]
                        ) -> None:
         for keyword in node:
-            if keyword not in allowed:
-                self.refuse(node, where, keyword)
+            if keyword not in allowed and keyword not in _ANY_TYPE_APART:
+                self.refuse(node, where, keyword)  # a type's keyword on another: a slip
+            if keyword in _CHECKED_APART:
+                self.checked_apart(keyword)
 
     def refuse(self, node: Mapping[str, Any], where: str, keyword: str) -> NoReturn:
         if keyword == ECHO_KEYWORD:
@@ -691,23 +727,15 @@ def _json_type_of(value: object) -> str | None:
     return "string" if type(value) is str else None
 
 
+def _names_others(node: Mapping[str, Any]) -> bool:
+    """Whether an object's schema says what keys beyond its named ones hold: then the
+    dialect's closed dict of named keys would refuse keys the schema admits."""
+    return "patternProperties" in node or isinstance(node.get("additionalProperties"), Mapping)
+
+
 def _has_null_branch(branches: object) -> bool:
     return isinstance(branches, list) and any(
         isinstance(branch, Mapping) and branch.get("type") == "null" for branch in branches)
-
-
-def _resolve(root: object, ref: str) -> object:
-    """The node a local ``#/a/b`` reference points at, or ``None``."""
-    node = root
-    for raw in unquote(ref[1:]).split("/")[1:]:
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return node
 
 
 def _strip_echo_note(description: str) -> str:
@@ -735,7 +763,11 @@ def from_json_schema(
     one schema, ``ECHO_KEYWORD``, local ``$ref`` (a recursive one expanded to
     ``RECURSION_DEPTH`` levels), and annotations (``description`` kept;
     ``title``, ``default``, ``examples``, ``contentMediaType`` and the like
-    validate nothing and are passed over). A schema with no type and none of a
+    validate nothing and are passed over). The keywords of ``_CHECKED_APART``
+    (``multipleOf``, ``not``, ``if``, ``patternProperties``, ``prefixItems``, ...)
+    and a schema in ``additionalProperties`` have no spec: the entry's
+    ``schema_checks`` checks the whole schema (``compile_schema_check``) after
+    the specs. A schema with no type and none of a
     type's keywords takes any JSON value. Anything else raises ``SchemaError``
     naming the keyword by JSON pointer; ``IMPORT_DIFFERENCES`` lists where the
     gate reads a schema otherwise than JSON Schema does.
@@ -751,11 +783,12 @@ def from_json_schema(
     Argument objects are closed whether or not the schema says
     ``additionalProperties: false``: the gate refuses unnamed arguments
     (``open_objects`` says where the schema was open). Returned objects are
-    open, closed in the schema or not. A ``pattern`` keeps JSON Schema's search
-    meaning (see ``gate_pattern``); one RE2 cannot compile (a lookaround, a
-    backreference) raises ``SchemaError``. A returned list may be empty unless
-    ``minItems`` says otherwise. Without ``output`` the result is only required
-    to be an object. Without ``fn`` the entry's body raises ``NotImplementedError``.
+    open unless the schema closes them (then checked apart). A ``pattern``
+    keeps JSON Schema's search meaning (see ``gate_pattern``); one RE2 cannot
+    compile (a lookaround, a backreference) raises ``SchemaError``. A returned
+    list may be empty unless ``minItems`` says otherwise. Without ``output`` the
+    result is only required to be an object. Without ``fn`` the entry's body
+    raises ``NotImplementedError``.
     """
     return _entry(_Importer("", name, schema, "", results=False),
                   None if output is None else _Importer("", name, output, "", results=True),
@@ -770,8 +803,55 @@ def _entry(args: _Importer, returns: _Importer | None, fn: Callable[..., Any] | 
         "returns": {} if returns is None else returns.top(),
         "description": description,
     }
+    checks: dict[str, Any] = {}
+    if args.apart:
+        checks["args"] = ArgsSchemaCheck(args.root, args.source, args.tool, args.base)
+    if returns is not None and returns.apart:
+        checks["returns"] = SchemaCheck(returns.root, returns.source, returns.tool,
+                                        returns.base)
+    if checks:
+        entry["schema_checks"] = checks
     parse_entry(args.tool or "tool", entry)  # every spec was checked where it was read
     return entry
+
+
+class SchemaCheck:
+    """Whether a value keeps a whole JSON Schema (``compile_schema_check``).
+
+    Hashed by its schema (``digest``): a contract that checks another schema is another.
+    """
+
+    def __init__(self, schema: object, source: str = "", tool: str = "", base: str = ""
+                 ) -> None:
+        self.keeps = compile_schema_check(schema, source=source, tool=tool, base=base)
+        text = json.dumps(schema, sort_keys=True, default=repr)
+        self.digest = "schema:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def __call__(self, value: Any) -> bool:
+        return self.keeps(value)
+
+
+class ArgsSchemaCheck(SchemaCheck):
+    """``None`` when checked args keep the input schema, else the argument that breaks it.
+
+    The argument is the first whose value breaks its own property's schema; ``""``
+    when each keeps its own and the object breaks a rule about several (``not``,
+    ``dependentRequired``, ``minProperties``, ...).
+    """
+
+    def __init__(self, schema: object, source: str = "", tool: str = "",
+                 base: str = "") -> None:
+        super().__init__(schema, source, tool, base)
+        properties = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
+        self.own = {key: compile_schema_check(inner, root=schema, source=source, tool=tool,
+                                              base=f"{base}/properties/{_escape(key)}")
+                    for key, inner in properties.items()}
+
+    def __call__(self, value: Any) -> str | None:  # type: ignore[override]
+        if self.keeps(value):
+            return None
+        return next((key for key, keeps in self.own.items()
+                     if key in value and not keeps(value[key])), "")
 
 
 class _Unimplemented:

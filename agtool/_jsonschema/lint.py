@@ -45,7 +45,7 @@ from .._patterns import pattern_problem
 # its reading of a pattern.
 from .ecma import _class_end, _re2_escapes, _structure
 from .export import ECHO_KEYWORD, _escape, to_json_schema
-from .importer import _resolve
+from .schema_check import resolve_ref as _resolve
 from .toolfiles import read_tools_file
 
 __all__ = [

@@ -240,7 +240,7 @@ async def aproxy(command: Sequence[str] = (), *, url: str | None = None,
         served = Served(upstream, trust_tools, effects or {}, sensitive or {}, timeout, pins,
                         memo=memo or {})
         served.admit(upstream.listed)
-        upstream.on_listing = served.admit
+        upstream.on_listing = served.relisted
         gate = _traced(Gate(served.table, scope=scope, records=records, store=store))
         served.forget = gate.clear
         mcp_server = proxy_server(upstream, gate, served, name=name, timeout=timeout)

@@ -44,6 +44,7 @@ from .._gate import Gate
 from .._jsonschema import import_tool, tool_definition
 from .._reasons import SHOWN_CHARS, shown
 from .._records import CallRecord
+from ._changes import ListChanges
 from ._pins import hidden_by_pins, read_pins, tool_digest
 from ._serve import Forward, build_server
 from ._upstream import (
@@ -95,6 +96,8 @@ class Served:
     forwarded: dict[str, tuple[types.Tool, Forward]] = field(default_factory=dict)
     #: Why each upstream tool not served is hidden, by its upstream name.
     hidden: dict[str, str] = field(default_factory=dict)
+    #: Where the proxy's own clients hear that what it serves changed (``relisted``).
+    changes: ListChanges = field(default_factory=ListChanges)
     _digests: dict[str, str] = field(default_factory=dict)  # served name -> what is served
     _at_start: dict[str, str] | None = None
 
@@ -129,6 +132,14 @@ class Served:
         self.hidden, self._digests = hidden, digests
         if first:
             self._at_start = {tool.name: tool_digest(tool) for tool in listed}
+
+    async def relisted(self, listed: Sequence[types.Tool]) -> None:
+        """``admit`` a listing after the first; if what is served changed (a tool hidden,
+        served again, or new), the proxy's listening clients are told: list_changed."""
+        before = dict(self._digests)
+        self.admit(listed)
+        if self._digests != before:
+            await self.changes.tell()
 
     def _unpinned(self, listed: Sequence[types.Tool]) -> dict[str, str]:
         pins = None
@@ -323,7 +334,8 @@ def proxy_server(upstream: Upstream, gate: Gate, passed: Served | Mapping[str, t
     """
     if isinstance(passed, Served):
         passed.records = gate.records
-        return build_server(gate, name=name, forwarded=passed.forwarded)
+        return build_server(gate, name=name, forwarded=passed.forwarded,
+                            changes=passed.changes)
     static = Served(upstream, trust_tools=tuple(passed), timeout=timeout)
     static.records = gate.records
     forwarded = {tool_name: (tool, static._forward(tool_name)) for tool_name, tool in

@@ -30,6 +30,7 @@ gate's compiled fast path, with no hop to a worker thread.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import secrets
@@ -38,7 +39,8 @@ from typing import Any
 
 import anyio
 import mcp.types as types
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.subscriptions import ListenHandler
 
 from .._adapter_io import rendered
 from .._authority import Approval
@@ -48,6 +50,7 @@ from .._jsonschema import tool_spec
 from .._records import REDACTED
 from .._run import is_async_body
 from ._approval import ElicitedApproval
+from ._changes import ListChanges
 from ._rates import Rates
 
 __all__ = ["APPROVAL_META", "DEFAULT_STEP", "ERROR_META", "PRINCIPAL_SCOPE_KEY", "RUN_ID_META",
@@ -280,12 +283,19 @@ def _hint(answer: dict[str, Any], contract: Any, elicits: bool) -> None:
 
 def build_server(gate: Gate, *, name: str = "agtool",
                  forwarded: Mapping[str, tuple[types.Tool, Forward]] | None = None,
-                 on_loop: Collection[str] = (), rates: Rates | None = None) -> Server[Any]:
-    """A low-level MCP ``Server`` whose tools are the gate's (and ``forwarded`` ones, ungated)."""
+                 on_loop: Collection[str] = (), rates: Rates | None = None,
+                 changes: ListChanges | None = None) -> Server[Any]:
+    """A low-level MCP ``Server`` whose tools are the gate's (and ``forwarded`` ones, ungated).
+
+    With ``changes``, it serves ``subscriptions/listen`` and says ``tools.listChanged``:
+    ``changes.tell()`` reaches every client that listens, or listed on an earlier version.
+    """
     dispatch = Dispatch(gate, forwarded=forwarded, on_loop=on_loop, rates=rates)
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
+        if changes is not None:
+            changes.listed(ctx.session)
         return types.ListToolsResult(tools=dispatch.tools())
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams
@@ -293,4 +303,11 @@ def build_server(gate: Gate, *, name: str = "agtool",
         arguments: dict[str, Any] = {} if params.arguments is None else params.arguments
         return await dispatch.call(ctx, params.name, arguments, params.meta or {}, params)
 
-    return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
+    if changes is None:
+        return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
+    server: Server[Any] = Server(name, on_list_tools=list_tools, on_call_tool=call_tool,
+                                 on_subscriptions_listen=ListenHandler(changes.bus))
+    # Earlier versions read listChanged from the options every transport asks for.
+    server.create_initialization_options = functools.partial(  # type: ignore[method-assign]
+        server.create_initialization_options, NotificationOptions(tools_changed=True))
+    return server

@@ -93,8 +93,8 @@ def cause_of(exc: BaseException) -> str:
 
 
 #: Called with each new listing of the upstream's tools: after a restart, or a
-#: ``notifications/tools/list_changed``.
-OnListing = Callable[[list[types.Tool]], None]
+#: ``notifications/tools/list_changed``; what it answers, if awaitable, is awaited.
+OnListing = Callable[[list[types.Tool]], Awaitable[None] | None]
 
 
 class Upstream:
@@ -178,7 +178,7 @@ class Upstream:
                         first = False
                         task_status.started()
                     else:
-                        self._tell(tools)
+                        await self._tell(tools)
                     self._publish(session)
                     await self._lost.wait()
             except Exception as exc:
@@ -253,14 +253,16 @@ class Upstream:
             return
         if session is self.session:
             self.listed = tools
-            self._tell(tools)
+            await self._tell(tools)
 
-    def _tell(self, tools: list[types.Tool]) -> None:
+    async def _tell(self, tools: list[types.Tool]) -> None:
         """Hand a new listing to ``on_listing``; what it raises is said, and breaks nothing."""
         if self.on_listing is None:
             return
         try:
-            self.on_listing(tools)
+            told = self.on_listing(tools)
+            if told is not None:
+                await told
         except Exception:
             _log.exception("the listing of the upstream server %r could not be taken in",
                            self.label)

@@ -228,8 +228,10 @@ def test_valid_results_keep_the_return_contract(label: str, name: str,
 
 
 def test_the_ticket_table_has_a_site_for_every_argument_and_result_check() -> None:
-    """The hand-written table reaches every argument check and every result kind."""
-    assert {site.kind for site in defect_sites(TICKETS, "open_ticket")} == set(ARG_CHECKS)
+    """The hand-written table reaches every argument check and every result kind (but
+    ``schema``: no spec makes it, only an imported schema's rules beyond the specs)."""
+    assert {site.kind for site in defect_sites(TICKETS, "open_ticket")} == \
+        set(ARG_CHECKS) - {"schema"}
     assert {site.kind for site in result_sites(TICKETS, "open_ticket")} == set(RESULT_CHECKS)
 
 
@@ -248,7 +250,7 @@ SITE_CASES = [(label, name, site) for label, name in TOOL_CASES
 PER_CASE = settings(max_examples=max(10, settings().max_examples // 3))
 
 
-@pytest.mark.parametrize("kind", ARG_CHECKS)
+@pytest.mark.parametrize("kind", [kind for kind in ARG_CHECKS if kind != "schema"])
 @PER_CASE
 @given(data=st.data())
 def test_one_defect_is_at_its_site_only(kind: str, data: st.DataObject) -> None:

@@ -6,11 +6,14 @@ proxy hides, each with the reason its stderr gives; and an upstream crash: the s
 process is killed with SIGKILL between two calls, and the proxy must answer every call
 after it (a lost connection is ``upstream:connection``, never ``raised:MCPError``) and
 reach a restarted server. What each trial measured is printed (``pytest -s``).
+
+Then the whole matrix, per server (``thirdparty/proxy_trials.py``, which
+``bench/trial_proxy_real.py`` prints as the README's table): a stale-read, an
+empty-result, a cross-client write and an upstream-crash (a write in flight) trial.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -23,6 +26,7 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from thirdparty.fixture import sandboxed_server
+from thirdparty.proxy_trials import children_of, cmdline, markdown, reason_of, run_trials
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO_TIMEOUT = 120
@@ -58,42 +62,11 @@ def proxy_params(argv: list[str], env: dict[str, str], cwd: Path,
         cwd=str(cwd), env={**env, "PYTHONPATH": str(ROOT)})
 
 
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rpartition(")")[2].split()
-            except OSError:
-                continue
-            if fields[1] == str(pid) and fields[0] != "Z":
-                found.append(int(entry))
-    return found
-
-
-def cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as line:
-            return line.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def upstream_pid() -> int:
     """The server behind this test's proxy: the one child of the proxy's process."""
     (proxy,) = [pid for pid in children_of(os.getpid()) if "agtool._cli mcp proxy" in cmdline(pid)]
     (upstream,) = children_of(proxy)
     return upstream
-
-
-def reason_of(result: Any) -> str:
-    if not result.is_error:
-        return ""
-    try:
-        return str(json.loads(result.content[0].text)["error"]["details"]["reason"])
-    except (ValueError, KeyError, TypeError):
-        return result.content[0].text[:80] if result.content else "?"
 
 
 def hidden_lines(err: str) -> dict[str, str]:
@@ -163,3 +136,31 @@ def test_the_proxy_in_front_of_a_real_server(server: str, tmp_path: Path) -> Non
     assert answers[-1] == "", f"no call reached a restarted {server}: {answers}"
     assert all(answer in ("", "upstream:connection", "timeout") for answer in answers), answers
     assert "restarting it" in err
+
+
+#: The trials each server has a tool for (``thirdparty/proxy_trials.PLANS``); the rest are n/a.
+APPLIES = {
+    "time": {"stale", "crash"},
+    "git": {"stale", "empty", "cross", "crash"},
+    "sqlite": {"stale", "empty", "cross", "crash"},
+    "filesystem": {"stale", "empty", "cross", "crash"},
+    "memory": {"stale", "empty", "cross", "crash"},
+    "everything": {"cross", "crash"},
+}
+
+
+@pytest.mark.parametrize("server", sorted(APPLIES))
+def test_the_trials_of_the_proxy_in_front_of_a_real_server(server: str, tmp_path: Path) -> None:
+    """Each server's row of the README's table: served and hidden add up to what it lists,
+    every hidden tool names its keyword, and each trial it has a tool for holds: a read
+    after a write sees it, an empty answer is passed, a second client's same run and step
+    is not replayed the first's, and a write in flight when the upstream is killed is
+    retryable, then write:unknown, and a later call reaches the restarted upstream."""
+    sandboxed_server(server, tmp_path / "probe")  # skips (fails under CI) if not installed
+    row = run_trials(server, tmp_path)
+    print(f"\n{markdown([row])}")
+    assert sorted(row.served) == sorted(set(row.listed) - set(row.hidden))
+    assert all(why for why in row.hidden.values())
+    trials = {"stale": row.stale, "empty": row.empty, "cross": row.cross, "crash": row.crash}
+    assert {name for name, (_, held) in trials.items() if held is not None} == APPLIES[server]
+    assert all(held for _, held in trials.values() if held is not None), trials

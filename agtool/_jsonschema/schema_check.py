@@ -1,0 +1,420 @@
+"""A whole JSON Schema checked as JSON Schema 2020-12 reads it, for what the dialect cannot say.
+
+The importer reads a schema into the dialect's specs, which the gate compiles.
+Some keywords have no spec (``multipleOf``, ``uniqueItems``, ``not``,
+``if``/``then``/``else``, ``patternProperties``, ``propertyNames``,
+``dependentRequired``, ``dependentSchemas``, ``prefixItems``, ``contains``,
+``minProperties``/``maxProperties``, a returned object's
+``additionalProperties: false``): for a schema that uses one, the importer
+adds ``compile_schema_check(schema)`` to the entry (``schema_checks``), and
+the gate runs it after its own checks, so a value passes only if it keeps
+both. The check reads every keyword of the schema, the dialect's too, so it
+alone is JSON Schema's answer.
+
+``compile_schema_check`` raises ``SchemaError`` (naming the keyword by JSON
+pointer) for a keyword it does not read (``unevaluatedProperties``,
+``$dynamicRef``, a remote ``$ref``) or a keyword's value JSON Schema does not
+allow (``multipleOf: 0``). A check takes a JSON value and answers a ``bool``;
+it never raises for a JSON value (a value nested past Python's recursion
+limit raises ``RecursionError``, which the gate reads as a refusal).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+from typing import Any
+from urllib.parse import unquote
+
+from .._errors import SchemaError
+from .._formats import STRING_FORMATS
+from .._patterns import fullmatcher, pattern_problem
+from .ecma import _re2_escapes, gate_pattern
+from .export import ECHO_KEYWORD, _escape
+
+__all__ = ["CHECKED_KEYWORDS", "compile_schema_check", "json_equal", "resolve_ref"]
+
+Check = Callable[[Any], bool]
+
+#: Keywords that say nothing about a value: passed over.
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment",
+                          "deprecated", "readOnly", "writeOnly", "contentMediaType",
+                          "contentEncoding", "contentSchema", "$id", "$anchor", "$schema",
+                          "$defs", "definitions", "$vocabulary", ECHO_KEYWORD})
+#: Every keyword the check reads (besides annotations).
+CHECKED_KEYWORDS = frozenset({
+    "type", "enum", "const", "multipleOf", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "minLength", "maxLength", "pattern", "format", "items", "prefixItems",
+    "contains", "minContains", "maxContains", "minItems", "maxItems", "uniqueItems",
+    "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+    "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "allOf",
+    "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "nullable"})
+_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+#: As the importer's own bound: a hostile listing nested a thousand levels is refused.
+_MAX_SCHEMA_DEPTH = 64
+
+
+def json_equal(one: object, two: object) -> bool:
+    """Equality as JSON Schema reads it: ``1 == 1.0``, but ``True`` is no number."""
+    if isinstance(one, bool) or isinstance(two, bool):
+        return type(one) is type(two) and one == two
+    if isinstance(one, list) and isinstance(two, list):
+        return len(one) == len(two) and all(map(json_equal, one, two))
+    if isinstance(one, dict) and isinstance(two, dict):
+        return one.keys() == two.keys() and all(json_equal(one[key], two[key]) for key in one)
+    if _is_number(one) and _is_number(two):
+        return one == two
+    return type(one) is type(two) and one == two
+
+
+def _is_number(value: object) -> bool:
+    return type(value) in (int, float)
+
+
+def _is_type(value: object, name: str) -> bool:
+    if name == "integer":
+        return type(value) is int or (isinstance(value, float) and value.is_integer())
+    if name == "number":
+        return _is_number(value)
+    return {"null": value is None, "boolean": type(value) is bool,
+            "string": isinstance(value, str), "array": isinstance(value, list),
+            "object": isinstance(value, dict)}[name]
+
+
+def _sized(kind: type[str | list[Any] | dict[str, Any]], least: int | None, most: int | None
+           ) -> Check:
+    """A length bound that holds for values of ``kind`` and lets any other pass."""
+    def sized(value: Any) -> bool:
+        if not isinstance(value, kind):
+            return True
+        return (least is None or len(value) >= least) and (most is None or len(value) <= most)
+    return sized
+
+
+def _multiple(value: float, step: float) -> bool:
+    # As jsonschema computes it: a float step by division, with Fraction past overflow.
+    if isinstance(step, float) or isinstance(value, float):
+        quotient = value / step
+        try:
+            return int(quotient) == quotient
+        except (OverflowError, ValueError):
+            return (Fraction(value) / Fraction(step)).denominator == 1
+    return value % step == 0
+
+
+class _Compiler:
+    """Compiles one schema document; local ``$ref``s are compiled once, when first met."""
+
+    def __init__(self, source: str, tool: str, root: object, base: str) -> None:
+        self.source, self.tool, self.root, self.base = source, tool, root, base
+        self.refs: dict[str, Check] = {}
+        self.depth = 0
+
+    def fail(self, where: str, problem: str) -> SchemaError:
+        return SchemaError(self.source, self.tool, self.base + where, problem)
+
+    def schema(self, node: object, where: str) -> Check:
+        if self.depth >= _MAX_SCHEMA_DEPTH:
+            raise self.fail(where, f"schemas nest deeper than {_MAX_SCHEMA_DEPTH} levels")
+        self.depth += 1
+        try:
+            return self.read(node, where)
+        finally:
+            self.depth -= 1
+
+    def read(self, node: object, where: str) -> Check:
+        if node is True:
+            return lambda value: True
+        if node is False:
+            return lambda value: False
+        if not isinstance(node, Mapping):
+            raise self.fail(where, f"a schema must be an object or a boolean, "
+                            f"got {type(node).__name__}")
+        checks: list[Check] = []
+        for keyword, value in node.items():
+            if keyword in _ANNOTATIONS or keyword in ("minContains", "maxContains", "then",
+                                                        "else"):
+                continue  # read with contains, with if
+            if keyword not in CHECKED_KEYWORDS:
+                raise self.fail(f"{where}/{_escape(str(keyword))}", f"keyword {keyword!r} is "
+                                f"not supported: it is outside what the gate checks")
+            checks.append(self.keyword(node, keyword, value, f"{where}/{_escape(keyword)}"))
+        if len(checks) == 1:
+            return checks[0]
+        return lambda value: all(check(value) for check in checks)
+
+    def keyword(self, node: Mapping[str, Any], keyword: str, value: Any, at: str) -> Check:
+        reader: Callable[..., Check] = getattr(self, "k_" + keyword.lstrip("$"))
+        return reader(node, value, at)
+
+    # -- any type -------------------------------------------------------------------------
+
+    def k_type(self, node: Mapping[str, Any], kinds: Any, at: str) -> Check:
+        names = [kinds] if isinstance(kinds, str) else kinds
+        if not isinstance(names, list) or not all(name in _TYPES for name in names):
+            raise self.fail(at, f"unknown type {kinds!r}")
+        if node.get("nullable") is True:
+            names = [*names, "null"]
+        return lambda value: any(_is_type(value, name) for name in names)
+
+    def k_nullable(self, node: Mapping[str, Any], flag: Any, at: str) -> Check:
+        if type(flag) is not bool:
+            raise self.fail(at, "must be a boolean")
+        return lambda value: True  # OpenAPI's: read with type
+
+    def k_enum(self, node: Mapping[str, Any], values: Any, at: str) -> Check:
+        if not isinstance(values, list):
+            raise self.fail(at, "must be a list")
+        return lambda value: any(json_equal(value, each) for each in values)
+
+    def k_const(self, node: Mapping[str, Any], expected: Any, at: str) -> Check:
+        return lambda value: json_equal(value, expected)
+
+    def k_ref(self, node: Mapping[str, Any], ref: Any, at: str) -> Check:
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise self.fail(at, f"only local references (#/...) are followed, got {ref!r}")
+        if ref not in self.refs:
+            target = resolve_ref(self.root, ref)
+            if target is None:
+                raise self.fail(at, f"{ref!r} points at nothing")
+            # Set before the target is compiled: a reference inside it to itself (a tree)
+            # is looked up when a value is checked, by then compiled.
+            self.refs[ref] = lambda value: True
+            self.refs[ref] = self.schema(target, unquote(ref[1:]))
+        return lambda value: self.refs[ref](value)
+
+    # -- combinations ---------------------------------------------------------------------
+
+    def subschemas(self, listed: Any, at: str) -> list[Check]:
+        if not isinstance(listed, list) or not listed:
+            raise self.fail(at, "must be a non-empty list of schemas")
+        return [self.schema(each, f"{at}/{index}") for index, each in enumerate(listed)]
+
+    def k_allOf(self, node: Mapping[str, Any], listed: Any, at: str) -> Check:
+        checks = self.subschemas(listed, at)
+        return lambda value: all(check(value) for check in checks)
+
+    def k_anyOf(self, node: Mapping[str, Any], listed: Any, at: str) -> Check:
+        checks = self.subschemas(listed, at)
+        return lambda value: any(check(value) for check in checks)
+
+    def k_oneOf(self, node: Mapping[str, Any], listed: Any, at: str) -> Check:
+        checks = self.subschemas(listed, at)
+        return lambda value: sum(1 for check in checks if check(value)) == 1
+
+    def k_not(self, node: Mapping[str, Any], inner: Any, at: str) -> Check:
+        check = self.schema(inner, at)
+        return lambda value: not check(value)
+
+    def k_if(self, node: Mapping[str, Any], inner: Any, at: str) -> Check:
+        condition = self.schema(inner, at)
+        where = at.rsplit("/", 1)[0]
+        then = self.schema(node.get("then", True), f"{where}/then")
+        otherwise = self.schema(node.get("else", True), f"{where}/else")
+        return lambda value: then(value) if condition(value) else otherwise(value)
+
+    # -- numbers --------------------------------------------------------------------------
+
+    def number(self, value: Any, at: str) -> float:
+        if not _is_number(value) or not math.isfinite(value):
+            raise self.fail(at, f"must be a finite number, got {value!r}")
+        return value  # type: ignore[no-any-return]
+
+    def k_multipleOf(self, node: Mapping[str, Any], step: Any, at: str) -> Check:
+        if self.number(step, at) <= 0:
+            raise self.fail(at, f"must be greater than 0, got {step!r}")
+        return lambda value: not _is_number(value) or _multiple(value, step)
+
+    def k_minimum(self, node: Mapping[str, Any], low: Any, at: str) -> Check:
+        self.number(low, at)
+        strict = node.get("exclusiveMinimum") is True  # draft 4's flag
+        return lambda value: not _is_number(value) or value > low or (not strict
+                                                                      and value == low)
+
+    def k_maximum(self, node: Mapping[str, Any], high: Any, at: str) -> Check:
+        self.number(high, at)
+        strict = node.get("exclusiveMaximum") is True
+        return lambda value: not _is_number(value) or value < high or (not strict
+                                                                       and value == high)
+
+    def k_exclusiveMinimum(self, node: Mapping[str, Any], low: Any, at: str) -> Check:
+        if type(low) is bool:
+            return lambda value: True  # draft 4: read with minimum
+        self.number(low, at)
+        return lambda value: not _is_number(value) or value > low
+
+    def k_exclusiveMaximum(self, node: Mapping[str, Any], high: Any, at: str) -> Check:
+        if type(high) is bool:
+            return lambda value: True
+        self.number(high, at)
+        return lambda value: not _is_number(value) or value < high
+
+    # -- strings --------------------------------------------------------------------------
+
+    def count(self, value: Any, at: str) -> int:
+        if type(value) is float and value.is_integer():
+            value = int(value)
+        if type(value) is not int or value < 0:
+            raise self.fail(at, f"must be a non-negative integer, got {value!r}")
+        return value
+
+    def k_minLength(self, node: Mapping[str, Any], low: Any, at: str) -> Check:
+        return _sized(str, self.count(low, at), None)
+
+    def k_maxLength(self, node: Mapping[str, Any], high: Any, at: str) -> Check:
+        return _sized(str, None, self.count(high, at))
+
+    def matcher(self, pattern: Any, at: str) -> Callable[[str], object]:
+        if not isinstance(pattern, str):
+            raise self.fail(at, "must be a string")
+        problem = pattern_problem(_re2_escapes(pattern))
+        if problem:
+            raise self.fail(at, problem)
+        return fullmatcher(gate_pattern(pattern))
+
+    def k_pattern(self, node: Mapping[str, Any], pattern: Any, at: str) -> Check:
+        match = self.matcher(pattern, at)
+        return lambda value: not isinstance(value, str) or match(value) is not None
+
+    def k_format(self, node: Mapping[str, Any], name: Any, at: str) -> Check:
+        if not isinstance(name, str):
+            raise self.fail(at, "must be a string")
+        known = STRING_FORMATS.get(name)
+        if known is None:
+            return lambda value: True  # an annotation in 2020-12 (the importer names it)
+        return lambda value: not isinstance(value, str) or known(value)
+
+    # -- arrays ---------------------------------------------------------------------------
+
+    def k_items(self, node: Mapping[str, Any], inner: Any, at: str) -> Check:
+        if isinstance(inner, list):
+            raise self.fail(at, "a list of item schemas is draft 4's tuple; use prefixItems")
+        check = self.schema(inner, at)
+        skip = len(node.get("prefixItems", [])) if isinstance(node.get("prefixItems"),
+                                                               list) else 0
+        return lambda value: not isinstance(value, list) or all(map(check, value[skip:]))
+
+    def k_prefixItems(self, node: Mapping[str, Any], listed: Any, at: str) -> Check:
+        checks = self.subschemas(listed, at)
+        return lambda value: not isinstance(value, list) or all(
+            check(item) for check, item in zip(checks, value, strict=False))
+
+    def k_contains(self, node: Mapping[str, Any], inner: Any, at: str) -> Check:
+        check = self.schema(inner, at)
+        where = at.rsplit("/", 1)[0]
+        least = self.count(node.get("minContains", 1), f"{where}/minContains")
+        most = (self.count(node["maxContains"], f"{where}/maxContains")
+                if "maxContains" in node else None)
+
+        def contains(value: Any) -> bool:
+            if not isinstance(value, list):
+                return True
+            found = sum(1 for item in value if check(item))
+            return found >= least and (most is None or found <= most)
+        return contains
+
+    def k_minItems(self, node: Mapping[str, Any], low: Any, at: str) -> Check:
+        return _sized(list, self.count(low, at), None)
+
+    def k_maxItems(self, node: Mapping[str, Any], high: Any, at: str) -> Check:
+        return _sized(list, None, self.count(high, at))
+
+    def k_uniqueItems(self, node: Mapping[str, Any], flag: Any, at: str) -> Check:
+        if type(flag) is not bool:
+            raise self.fail(at, "must be a boolean")
+        if not flag:
+            return lambda value: True
+        return lambda value: not isinstance(value, list) or not any(
+            json_equal(value[index], other) for index in range(len(value))
+            for other in value[index + 1:])
+
+    # -- objects --------------------------------------------------------------------------
+
+    def named(self, listed: Any, at: str) -> dict[str, Check]:
+        if not isinstance(listed, Mapping):
+            raise self.fail(at, "must be an object of schemas")
+        return {key: self.schema(inner, f"{at}/{_escape(str(key))}")
+                for key, inner in listed.items()}
+
+    def k_properties(self, node: Mapping[str, Any], listed: Any, at: str) -> Check:
+        checks = self.named(listed, at)
+        return lambda value: not isinstance(value, dict) or all(
+            check(value[key]) for key, check in checks.items() if key in value)
+
+    def k_patternProperties(self, node: Mapping[str, Any], listed: Any, at: str) -> Check:
+        if not isinstance(listed, Mapping):
+            raise self.fail(at, "must be an object of schemas")
+        checks = [(self.matcher(pattern, f"{at}/{_escape(str(pattern))}"),
+                   self.schema(inner, f"{at}/{_escape(str(pattern))}"))
+                  for pattern, inner in listed.items()]
+        return lambda value: not isinstance(value, dict) or all(
+            check(item) for key, item in value.items() for match, check in checks
+            if match(key) is not None)
+
+    def k_additionalProperties(self, node: Mapping[str, Any], inner: Any, at: str) -> Check:
+        check = self.schema(inner, at)
+        named = node.get("properties", {})
+        patterns = [self.matcher(pattern, at) for pattern in node.get("patternProperties", {})]
+
+        def others_keep(value: Any) -> bool:
+            if not isinstance(value, dict):
+                return True
+            return all(check(item) for key, item in value.items() if key not in named
+                       and not any(match(key) is not None for match in patterns))
+        return others_keep
+
+    def k_propertyNames(self, node: Mapping[str, Any], inner: Any, at: str) -> Check:
+        check = self.schema(inner, at)
+        return lambda value: not isinstance(value, dict) or all(map(check, value))
+
+    def k_required(self, node: Mapping[str, Any], names: Any, at: str) -> Check:
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            raise self.fail(at, "must be a list of property names")
+        return lambda value: not isinstance(value, dict) or all(name in value for name in names)
+
+    def k_minProperties(self, node: Mapping[str, Any], low: Any, at: str) -> Check:
+        return _sized(dict, self.count(low, at), None)
+
+    def k_maxProperties(self, node: Mapping[str, Any], high: Any, at: str) -> Check:
+        return _sized(dict, None, self.count(high, at))
+
+    def k_dependentRequired(self, node: Mapping[str, Any], listed: Any, at: str) -> Check:
+        if not isinstance(listed, Mapping) or not all(
+                isinstance(names, list) and all(isinstance(name, str) for name in names)
+                for names in listed.values()):
+            raise self.fail(at, "must be an object of lists of property names")
+        return lambda value: not isinstance(value, dict) or all(
+            name in value for key, names in listed.items() if key in value for name in names)
+
+    def k_dependentSchemas(self, node: Mapping[str, Any], listed: Any, at: str) -> Check:
+        checks = self.named(listed, at)
+        return lambda value: not isinstance(value, dict) or all(
+            check(value) for key, check in checks.items() if key in value)
+
+
+def resolve_ref(root: object, ref: str) -> object:
+    """The node a local ``#/a/b`` reference points at, or ``None``."""
+    node = root
+    for raw in unquote(ref[1:]).split("/")[1:]:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def compile_schema_check(schema: object, *, root: object = None, source: str = "",
+                         tool: str = "", base: str = "") -> Check:
+    """``check(value) -> bool``: whether ``value`` keeps ``schema`` as JSON Schema 2020-12 reads it.
+
+    ``root`` is the document its ``$ref``s point into (``schema`` itself by
+    default). Formats are checked as the gate checks them (``STRING_FORMATS``;
+    any other passes), patterns as the gate reads them (RE2, searched).
+    ``SchemaError`` names, by JSON pointer under ``base``, the first keyword it
+    cannot check.
+    """
+    return _Compiler(source, tool, schema if root is None else root, base).schema(schema, "")

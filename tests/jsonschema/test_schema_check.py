@@ -1,0 +1,311 @@
+"""Keywords the dialect has no spec for, enforced exactly: the gate against jsonschema.
+
+For each keyword (``multipleOf``, ``uniqueItems``, ``not``, ``if``/``then``/``else``,
+``patternProperties``, ``dependentRequired``, ``propertyNames``, ``prefixItems``,
+``contains``, ``minProperties``/``maxProperties``, a closed returned object), a
+Hypothesis property draws a schema that uses it and values around it: the gate on
+the imported contract passes exactly the values ``jsonschema``'s Draft 2020-12
+validator (an independent implementation) passes. Values are drawn where the
+dialect's own reading is JSON Schema's (no null, no integral float for an integer:
+``IMPORT_DIFFERENCES`` lists those), so any disagreement is the keyword's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from agtool import Gate
+from agtool._contract import parse_entry
+from agtool._jsonschema import SchemaError, from_json_schema, import_tool, tool_definition
+from agtool._jsonschema.schema_check import compile_schema_check, json_equal
+from agtool._records import contract_hash
+
+PER_CASE = settings(max_examples=max(30, settings().max_examples // 2))
+
+ints = st.integers(-20, 20)
+numbers = st.one_of(ints, st.floats(-20, 20, allow_nan=False).map(lambda value: round(value, 2)))
+short = st.text("abc0", max_size=3)
+scalars = st.one_of(ints, short, st.booleans())
+int_lists = st.lists(st.integers(-3, 3), max_size=5)
+mixed_lists = st.lists(scalars, max_size=4)
+small_dicts = st.dictionaries(short, st.one_of(ints, short), max_size=4)
+
+
+def _values(schema: Any, values: st.SearchStrategy[Any]
+            ) -> st.SearchStrategy[tuple[dict[str, Any], list[Any]]]:
+    """A schema and a few values drawn around it."""
+    return st.tuples(schema, st.lists(values, min_size=1, max_size=6))
+
+
+def _multiple_of() -> st.SearchStrategy[tuple[dict[str, Any], Any]]:
+    steps = st.one_of(st.integers(1, 6).map(lambda step: ("integer", step)),
+                      st.sampled_from([0.5, 0.25, 2.5, 0.1, 3]).map(lambda step: ("number", step)))
+    return steps.flatmap(lambda kind_step: _values(
+        st.just({"type": kind_step[0], "multipleOf": kind_step[1]}),
+        ints if kind_step[0] == "integer" else numbers))
+
+
+def _unique_items() -> st.SearchStrategy[tuple[dict[str, Any], Any]]:
+    return _values(st.sampled_from([
+        {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+        {"type": "array", "uniqueItems": True},
+        {"type": "array", "items": {"type": "integer"}, "uniqueItems": False},
+    ]), st.one_of(int_lists, mixed_lists, st.lists(int_lists, max_size=3)))
+
+
+def _not() -> st.SearchStrategy[tuple[dict[str, Any], Any]]:
+    inner = st.one_of(
+        st.lists(ints, min_size=1, max_size=3).map(lambda values: {"enum": values}),
+        ints.map(lambda low: {"minimum": low}),
+        st.just({"type": "string"}),
+        st.just({"pattern": "^a"}),
+        st.integers(1, 3).map(lambda step: {"multipleOf": step}),
+    )
+    return _values(inner.map(lambda negated: {"type": ["integer", "string"], "not": negated}),
+                     st.one_of(ints, short))
+
+
+def _if_then_else() -> st.SearchStrategy[tuple[dict[str, Any], Any]]:
+    schema = st.builds(lambda low, step, high, has_else: {
+        "type": "integer", "if": {"minimum": low}, "then": {"multipleOf": step},
+        **({"else": {"maximum": high}} if has_else else {})},
+        ints, st.integers(1, 4), ints, st.booleans())
+    return _values(schema, ints)
+
+
+def _pattern_properties() -> st.SearchStrategy[tuple[dict[str, Any], Any]]:
+    schema = st.builds(lambda pattern, closed, named: {
+        "type": "object", "patternProperties": {pattern: {"type": "integer"}},
+        **({"properties": {"b": {"type": "string"}}} if named else {}),
+        **({"additionalProperties": False} if closed else {})},
+        st.sampled_from(["^a", "0$", "[bc]"]), st.booleans(), st.booleans())
+    return _values(schema, small_dicts)
+
+
+def _dependent_required() -> st.SearchStrategy[tuple[dict[str, Any], Any]]:
+    schema = st.just({"type": "object", "additionalProperties": False,
+                      "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                                     "c": {"type": "integer"}},
+                      "dependentRequired": {"a": ["b"], "c": ["a", "b"]}})
+    values = st.dictionaries(st.sampled_from("abc"), ints, max_size=3)
+    return _values(schema, values)
+
+
+def _property_names() -> st.SearchStrategy[tuple[dict[str, Any], Any]]:
+    schema = st.sampled_from([{"type": "object", "propertyNames": {"maxLength": 2}},
+                              {"type": "object", "propertyNames": {"pattern": "^[ab]+$"}},
+                              {"type": "object", "propertyNames": {"enum": ["a", "b0"]}}])
+    return _values(schema, small_dicts)
+
+
+def _prefix_items() -> st.SearchStrategy[tuple[dict[str, Any], Any]]:
+    schema = st.builds(lambda rest, most: {
+        "type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
+        **({"items": rest} if rest is not None else {}),
+        **({"maxItems": most} if most is not None else {})},
+        st.sampled_from([None, False, {"type": "boolean"}]), st.none() | st.integers(0, 3))
+    return _values(schema, mixed_lists)
+
+
+def _contains() -> st.SearchStrategy[tuple[dict[str, Any], Any]]:
+    schema = st.builds(lambda low, least, most: {
+        "type": "array", "items": {"type": "integer"}, "contains": {"minimum": low},
+        **({"minContains": least} if least is not None else {}),
+        **({"maxContains": most} if most is not None else {})},
+        st.integers(-3, 3), st.none() | st.integers(0, 2), st.none() | st.integers(0, 3))
+    return _values(schema, int_lists)
+
+
+def _min_max_properties() -> st.SearchStrategy[tuple[dict[str, Any], Any]]:
+    schema = st.builds(lambda least, most: {
+        "type": "object", **({"minProperties": least} if least is not None else {}),
+        **({"maxProperties": most} if most is not None else {})},
+        st.none() | st.integers(0, 3), st.none() | st.integers(0, 3))
+    return _values(schema, small_dicts)
+
+
+KEYWORDS = {
+    "multipleOf": _multiple_of(),
+    "uniqueItems": _unique_items(),
+    "not": _not(),
+    "if/then/else": _if_then_else(),
+    "patternProperties": _pattern_properties(),
+    "dependentRequired": _dependent_required(),
+    "propertyNames": _property_names(),
+    "prefixItems": _prefix_items(),
+    "contains": _contains(),
+    "minProperties/maxProperties": _min_max_properties(),
+}
+
+
+def _body(**kwargs: Any) -> dict[str, Any]:
+    return {"ok": True}
+
+
+def _input_schema(inner: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": {"x": inner}, "required": ["x"],
+            "additionalProperties": False}
+
+
+@pytest.mark.parametrize("keyword", KEYWORDS)
+@PER_CASE
+@given(data=st.data())
+def test_an_argument_passes_exactly_when_jsonschema_passes_it(keyword: str,
+                                                              data: st.DataObject) -> None:
+    """For a schema using the keyword, the gate passes an argument iff jsonschema does."""
+    inner, values = data.draw(KEYWORDS[keyword])
+    schema = _input_schema(inner)
+    gate = Gate({"t": from_json_schema(schema, fn=_body, name="t")})
+    _agree(schema, [{"x": value} for value in values],
+           lambda args: gate.validate_args("t", args))
+
+
+def _agree(schema: dict[str, Any], values: list[Any], reason_of: Any) -> None:
+    """The gate's reason is empty for exactly the values jsonschema finds valid."""
+    oracle = Draft202012Validator(schema)
+    for value in values:
+        reason = reason_of(value)
+        assert (reason == "") == oracle.is_valid(value), (schema, value, reason)
+
+
+OUTPUTS = {
+    "closed object": _values(
+        st.just({"type": "object", "properties": {"a": {"type": "integer"}},
+                 "additionalProperties": False}),
+        st.dictionaries(st.sampled_from("ab"), ints, max_size=2)),
+    "closed nested object": _values(
+        st.just({"type": "object", "properties": {"rows": {"type": "array", "items": {
+            "type": "object", "properties": {"id": {"type": "integer"}},
+            "required": ["id"], "additionalProperties": False}}}, "required": ["rows"]}),
+        st.lists(st.dictionaries(st.sampled_from(["id", "extra"]), ints, max_size=2),
+                 max_size=3).map(lambda rows: {"rows": rows})),
+    "multipleOf in a result": _values(
+        st.just({"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 3}},
+                 "required": ["n"]}),
+        ints.map(lambda number: {"n": number})),
+}
+
+
+@pytest.mark.parametrize("case", OUTPUTS)
+@PER_CASE
+@given(data=st.data())
+def test_a_result_passes_exactly_when_jsonschema_passes_it(case: str,
+                                                           data: st.DataObject) -> None:
+    """A closed returned object refuses other keys; any output keyword holds as JSON Schema's."""
+    output, values = data.draw(OUTPUTS[case])
+    gate = Gate({"t": from_json_schema({"type": "object"}, output=output, fn=_body, name="t")})
+    _agree(output, values, lambda value: gate.validate_result("t", value))
+
+
+def test_a_closed_result_with_an_extra_key_is_refused_on_a_call() -> None:
+    """The call itself (not only validate_result) answers result:shape for an extra key."""
+    output = {"type": "object", "properties": {"a": {"type": "integer"}},
+              "additionalProperties": False}
+    answers = iter([{"a": 1, "leaked": "x"}, {"a": 1}])
+    gate = Gate({"t": from_json_schema({"type": "object"}, output=output,
+                                       fn=lambda: next(answers), name="t")})
+    assert gate.call_tool("t", {}, step_id="s1")["error"] == "result:shape"
+    assert gate.call_tool("t", {}, step_id="s2") == {"ok": True, "value": {"a": 1}, "error": ""}
+
+
+def test_an_open_result_still_takes_other_keys() -> None:
+    """Without additionalProperties: false a returned object stays open: no check added."""
+    entry = from_json_schema({"type": "object"}, output={
+        "type": "object", "properties": {"a": {"type": "integer"}}}, fn=_body, name="t")
+    assert "schema_checks" not in entry
+    assert Gate({"t": entry}).validate_result("t", {"a": 1, "b": 2}) == ""
+
+
+def test_a_refusal_names_the_argument_or_the_object() -> None:
+    """An argument breaking its own keyword is schema:<arg>; a rule over several, schema."""
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 5},
+                                               "a": {"type": "string"},
+                                               "b": {"type": "string"}},
+              "required": ["n"], "dependentRequired": {"a": ["b"]}}
+    calls: list[dict[str, Any]] = []
+    gate = Gate({"t": from_json_schema(schema, fn=lambda **kw: calls.append(kw) or {},
+                                       name="t")})
+    assert gate.call_tool("t", {"n": 7})["error"] == "args:schema:n"
+    assert gate.call_tool("t", {"n": 5, "a": "x"})["error"] == "args:schema"
+    assert calls == []
+    assert gate.call_tool("t", {"n": 10, "a": "x", "b": "y"})["ok"]
+    assert calls == [{"n": 10, "a": "x", "b": "y"}]
+
+
+def test_a_keyword_only_the_schema_check_reads_still_holds_inside_a_union() -> None:
+    """A oneOf whose branches differ only by a keyword checked apart counts as JSON Schema does."""
+    schema = _input_schema({"oneOf": [{"type": "integer", "multipleOf": 2},
+                                      {"type": "integer", "multipleOf": 3}]})
+    gate = Gate({"t": from_json_schema(schema, fn=_body, name="t")})
+    oracle = Draft202012Validator(schema)
+    for value in range(-7, 13):
+        assert (gate.validate_args("t", {"x": value}) == "") == oracle.is_valid({"x": value})
+
+
+def test_a_recursive_schema_is_checked_to_any_depth() -> None:
+    """A tree's $ref is followed by the schema check as deep as the value goes."""
+    schema = {"type": "object", "properties": {"tree": {"$ref": "#/$defs/node"}},
+              "required": ["tree"], "$defs": {"node": {
+                  "type": "object", "properties": {"v": {"type": "integer", "multipleOf": 2},
+                                                   "kids": {"type": "array", "items": {
+                                                       "$ref": "#/$defs/node"}}},
+                  "required": ["v"]}}}
+    check = compile_schema_check(schema)
+    deep: dict[str, Any] = {"v": 2}
+    for _ in range(10):
+        deep = {"v": 4, "kids": [deep]}
+    assert check({"tree": deep})
+    deep["kids"][0]["kids"][0]["v"] = 3
+    assert not check({"tree": deep})
+
+
+@pytest.mark.parametrize(("schema", "pointer"), [
+    pytest.param(_input_schema({"type": "object", "unevaluatedProperties": False}),
+                 "/properties/x/unevaluatedProperties", id="unevaluatedProperties"),
+    pytest.param(_input_schema({"type": "integer", "not": {"$dynamicRef": "#x"}}),
+                 "/properties/x/not/$dynamicRef", id="dynamicRef-inside-not"),
+    pytest.param(_input_schema({"type": "integer", "multipleOf": 0}),
+                 "/properties/x/multipleOf", id="multipleOf-zero"),
+    pytest.param(_input_schema({"type": "string", "not": {"pattern": "(?=a)"}}),
+                 "/properties/x/not/pattern", id="lookahead-inside-not"),
+    pytest.param(_input_schema({"type": "string", "minProperties": 1}),
+                 "/properties/x/minProperties", id="an-object-keyword-on-a-string"),
+])
+def test_what_cannot_be_checked_is_refused_by_location(schema: dict[str, Any],
+                                                       pointer: str) -> None:
+    """A keyword no check reads, or a value JSON Schema forbids, is a SchemaError there."""
+    with pytest.raises(SchemaError) as caught:
+        from_json_schema(schema, fn=_body, name="t")
+    assert caught.value.field == pointer
+
+
+def test_an_imported_mcp_tool_with_such_keywords_is_served_not_hidden() -> None:
+    """import_tool (the proxy's path) imports them, and the contract hash follows the schema."""
+    def listing(step: int) -> dict[str, Any]:
+        return {"name": "t", "annotations": {"readOnlyHint": True}, "inputSchema": {
+            "type": "object", "properties": {"n": {"type": "integer", "multipleOf": step}},
+            "required": ["n"]}}
+    entries = [import_tool(tool_definition(listing(step), "upstream", "/tools/0"), _body)
+               for step in (2, 3)]
+    assert all("schema_checks" in entry for entry in entries)
+    gates = [Gate({"t": entry}) for entry in entries]
+    assert [gate.validate_args("t", {"n": 4}) for gate in gates] == ["", "schema:n"]
+    hashes = {contract_hash(parse_entry("t", entry)) for entry in entries}
+    assert len(hashes) == 2
+
+
+@given(st.recursive(st.none() | st.booleans() | ints | numbers | short,
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(short, inner, max_size=3), max_leaves=8),
+       st.recursive(st.none() | st.booleans() | ints | numbers | short,
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(short, inner, max_size=3), max_leaves=8))
+def test_json_equal_is_jsonschemas_equality(one: Any, two: Any) -> None:
+    """const compares as jsonschema does: 1 == 1.0, True is no 1, containers item by item."""
+    assert json_equal(one, two) == Draft202012Validator({"const": one}).is_valid(two)
+    assert json_equal(one, one)
