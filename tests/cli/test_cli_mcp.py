@@ -9,13 +9,23 @@ driven as a subprocess in ``tests/mcp/test_proxy_faults.py`` and ``test_mcp.py``
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import os
+import signal
+import socket
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx2
 import pytest
+from _bounded import run
+from _ports import free_port
 
 import agtool.mcp  # imported here, not first under a test's capture (see below)
 from agtool._cli import main
@@ -184,3 +194,77 @@ def test_serve_refuses_on_loop_for_a_tool_its_table_lacks(
         capfd: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ValueError, match="on_loop names 'weather'"):
         main(["mcp", "serve", "--table", FIXTURE_TABLE, "--on-loop", "weather"])
+
+
+def test_serve_over_http_answers_with_a_token_and_ends_with_status_0_on_sigterm(
+        capfd: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`agtool mcp serve --http` in this process: a client with the token gets its write
+    run and recorded; SIGTERM shuts the server down and the command returns 0, the signal
+    handed on to the handler that was there before."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from sse_starlette.sse import AppStatus
+
+    port, token = free_port(), "k" * 24
+    runs, records = tmp_path / "runs.txt", tmp_path / "records.jsonl"
+    monkeypatch.setenv("AGTOOL_TEST_TOKEN", token)
+    monkeypatch.setenv("AGTOOL_TEST_RUNS", str(runs))
+    answers: list[Any] = []
+
+    def client() -> None:
+        async def call() -> None:
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http, \
+                    Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp",
+                                                  http_client=http)) as session:
+                answers.append(await session.call_tool(
+                    "send_sms", {"to": "+8210", "text": "hi"}))
+        try:
+            wait_until_listening(port)
+            run(call)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    handed_on: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda number, frame: handed_on.append(number))
+    visitor = threading.Thread(target=client)
+    try:
+        visitor.start()
+        status = main(["mcp", "serve", "--table", FIXTURE_TABLE, "--http", "--port", str(port),
+                       "--token-env", "AGTOOL_TEST_TOKEN", "--scope", "read_public", "--scope",
+                       "reversible_write", "--records", str(records)])
+        visitor.join(60)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        AppStatus.should_exit = False  # see tests/mcp/test_http_door.py's `serving`
+    assert status == 0
+    assert handed_on == [signal.SIGTERM]
+    assert [answer.is_error for answer in answers] == [False]
+    assert runs.read_text().splitlines() == ["send_sms"]
+    assert [json.loads(line)["tool"] for line in records.read_text().splitlines()] == [
+        "send_sms"]
+
+
+def wait_until_listening(port: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing listened on port {port}"
+            time.sleep(0.05)
+
+
+def test_a_reader_that_closed_the_pipe_ends_the_command_with_141_quietly(
+        capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`agtool export | head -1` in process: the write meets a closed pipe; no traceback."""
+    class ClosedPipe(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    status = main(["export", "--format", "mcp"])
+    monkeypatch.undo()
+    assert status == 141
+    assert capfd.readouterr().err == ""
