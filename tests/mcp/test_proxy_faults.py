@@ -16,18 +16,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from _bounded import SCENARIO_TIMEOUT, alive, run
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULT = str(ROOT / "tests" / "_fault_server.py")
 CLIENT = str(ROOT / "tests" / "_proxy_client.py")
-SCENARIO_TIMEOUT = 90
 #: Seconds a process that should be gone may take to go before the test fails.
 GONE_WITHIN = 30
 WRITES = ("--scope", "read_public", "--scope", "reversible_write")
@@ -35,13 +34,6 @@ WRITES = ("--scope", "read_public", "--scope", "reversible_write")
 TRIES = 2
 
 pytestmark = pytest.mark.slow
-
-
-def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
-    async def bounded() -> Any:
-        with anyio.fail_after(SCENARIO_TIMEOUT):
-            return await scenario()
-    return anyio.run(bounded)
 
 
 def proxy_params(tmp_path: Path, *options: str, **env: str) -> StdioServerParameters:
@@ -218,15 +210,6 @@ def test_an_upstream_that_cannot_be_restarted_ends_the_proxy_with_a_non_zero_sta
 
 
 # --- The upstream dies with the proxy -------------------------------------------------------
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie is not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_until_gone(pid: int) -> bool:
