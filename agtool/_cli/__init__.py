@@ -355,6 +355,8 @@ def _mcp_pin(args: argparse.Namespace) -> int:
     _log_to_stderr("mcp pin")
     try:
         pins = mcp.pin(upstream[0], args.pins, **upstream[1])
+    except AgtoolError:  # an upstream that did not start is an OSError too: not the file's
+        raise
     except OSError as exc:
         raise TableError(f"--pins {args.pins}: {exc}") from None
     print(f"agtool mcp pin: {len(pins)} tools pinned in {args.pins}", file=sys.stderr)

@@ -169,8 +169,6 @@ def test_pin_into_a_file_that_cannot_be_written_exits_2(
     assert not pins.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="_mcp_pin's `except OSError` also catches "
-                   "UpstreamUnavailable (a ConnectionError), and blames the pins file for it")
 def test_pin_with_an_upstream_that_does_not_start_blames_the_upstream_not_the_pins(
         capfd: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     pins = tmp_path / "pins.json"
