@@ -620,8 +620,16 @@ def emit_weigh(emitter: Emitter, specs: Mapping[str, Spec], source: str, target:
     itself, each key's value and each item: a reference, or a scalar's bytes), plus each
     string's length and each huge int's size. The names are the contract's, not counted."""
     emitter.names.update(WEIGH_BIG=BIG_INT, weigh_size=sys.getsizeof, weigh_any=_weigh_any)
-    emitter.emit(indent, f"{target} += 8 + 8 * len({source})")
+    emitter.emit(indent, f"{target} += 8 + {_slots(specs, source)}")
     _weigh_fields(emitter, specs, source, target, indent)
+
+
+def _slots(specs: Mapping[str, Spec], var: str) -> str:
+    """The 8 bytes of each value in ``var``, a dict of ``specs`` found exact: a constant
+    when every key is required (an exact value holds each, and no other)."""
+    if all(spec.required for spec in specs.values()):
+        return str(8 * len(specs))
+    return f"8 * len({var})"
 
 
 def _weigh_fields(emitter: Emitter, specs: Mapping[str, Spec], var: str, target: str,
@@ -662,16 +670,24 @@ def _weigh_inside(emitter: Emitter, spec: Spec, var: str, target: str, indent: i
         emitter.emit(indent, f"if {huge}:")
         emitter.emit(indent + 1, f"{target} += weigh_size({var})")
     elif spec.type == "dict" and isinstance(spec.item, Mapping):
-        emitter.emit(indent, f"{target} += 8 * len({var})")
+        emitter.emit(indent, f"{target} += {_slots(spec.item, var)}")
         _weigh_fields(emitter, spec.item, var, target, indent)
     elif spec.type == "list" and isinstance(spec.item, Spec) and spec.item.type == "str":
         emitter.emit(indent, f"{target} += 8 * len({var}) + sum(map(len, {var}))")
     elif spec.type == "list" and isinstance(spec.item, Mapping):  # of dicts with named keys
         element = emitter.fresh("w")
-        emitter.emit(indent, f"{target} += 8 * len({var})")
-        emitter.emit(indent, f"for {element} in {var}:")
-        emitter.emit(indent + 1, f"{target} += 8 * len({element})")
-        _weigh_fields(emitter, spec.item, element, target, indent + 1)
+        slots = _slots(spec.item, element)
+        if slots.isdigit():  # each item's own values: a constant, counted with the items
+            emitter.emit(indent, f"{target} += {8 + int(slots)} * len({var})")
+        else:
+            emitter.emit(indent, f"{target} += 8 * len({var})")
+        inner = Emitter()  # a dry run: does any value in an item weigh more than 8 bytes?
+        _weigh_fields(inner, spec.item, element, target, indent + 1)
+        if inner.lines or not slots.isdigit():
+            emitter.emit(indent, f"for {element} in {var}:")
+            if not slots.isdigit():
+                emitter.emit(indent + 1, f"{target} += {slots}")
+            _weigh_fields(emitter, spec.item, element, target, indent + 1)
     elif spec.type == "list" and isinstance(spec.item, Spec):
         emitter.emit(indent, f"{target} += 8 * len({var})")
         item = spec.item

@@ -360,3 +360,62 @@ def test_threads_hammering_one_memo_keep_its_total_the_sum_of_what_it_holds() ->
     assert len(seen) > 100
     assert [pair for pair in seen if pair[0] != pair[1] or pair[0] > 2_000] == []
     assert gate.stats("echo").evicted + counts.evicted > 0  # the budget was pressed on
+
+
+def oracle_weight(value: object) -> int:
+    """The measure written out plainly: 8 bytes for a value, plus a string's length, a huge
+    int's size, and the weight of each value a list or dict holds (its keys are the
+    contract's names)."""
+    if type(value) is str:
+        return 8 + len(value)
+    if type(value) is int and not -(1 << 63) <= value < 1 << 63:
+        return 8 + sys.getsizeof(value)
+    if type(value) is list:
+        return 8 + sum(map(oracle_weight, value))
+    if type(value) is dict:
+        return 8 + sum(map(oracle_weight, value.values()))
+    return 8
+
+
+def oracle_key_weight(key: tuple[Any, ...]) -> int:
+    return sum(len(part) if type(part) in (str, bytes) else
+               sys.getsizeof(part) if type(part) is int and abs(part) >= 1 << 63 else 8
+               for part in key)
+
+
+WEIGHED: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
+    # name: (returns, the value the body answers, args)
+    "optional-absent": ({"a": {"type": "str", "required": False}, "b": {"type": "int"}},
+                        {"b": 3}, {"q": "x"}),
+    "optional-null": ({"a": {"type": "str", "required": False}, "b": {"type": "int"}},
+                      {"a": None, "b": 3}, {"q": "xy"}),
+    "optional-present": ({"a": {"type": "str", "required": False}, "b": {"type": "int"}},
+                         {"a": "hello", "b": HUGE}, {"q": ""}),
+    "list-of-str": ({"tags": {"type": "list", "item": {"type": "str"}}},
+                    {"tags": ["", "ab", "c" * 300]}, {"q": "é" * 5}),
+    "list-of-int": ({"ids": {"type": "list", "item": {"type": "int"}}},
+                    {"ids": [1, -HUGE, 3]}, {"q": "x"}),
+    "bounded-ints": ({"ids": {"type": "list", "item": {"type": "int", "min": 0, "max": 9}},
+                      "ok": {"type": "bool"}, "f": {"type": "float"}},
+                     {"ids": [1, 2, 3], "ok": True, "f": 1.5}, {"q": "x"}),
+    "nested": ({"rows": {"type": "list", "item": {
+                    "name": {"type": "str"}, "note": {"type": "str", "required": False},
+                    "tags": {"type": "list", "item": {"type": "str"}}}},
+                "meta": {"type": "dict", "item": {"by": {"type": "str"}}}},
+               {"rows": [{"name": "a", "tags": ["x", "yz"]},
+                         {"name": "bcd", "note": "n" * 40, "tags": []}],
+                "meta": {"by": "me"}}, {"q": "x"}),
+}
+
+
+@pytest.mark.parametrize("case", list(WEIGHED))
+def test_a_compiled_read_weighs_what_it_keeps_as_the_plain_measure_does(case: str) -> None:
+    """The weight the compiled read sums from the contract (the key's parts, the copy made
+    by the contract's copier) is the measure written out plainly, over the kept copy: an
+    optional key absent or null, lists of strs and of huge ints, nested rows and dicts."""
+    returns, value, args = WEIGHED[case]
+    gate = Gate({"t": {"fn": lambda q: value, "args": {"q": {"type": "str"}}, "returns": returns}})
+    assert gate.call_tool("t", args, run_id="run-7")["ok"]
+    [(key, entry)] = gate.cache.entries.items()
+    assert entry[0][1].__name__ == "copy_result"  # kept by the contract's copier
+    assert entry[3] == gate.cache.bytes == oracle_key_weight(key) + oracle_weight(entry[0][0])
