@@ -32,8 +32,8 @@ from ._patterns import fullmatcher
 from ._reasons import EMPTY, NOT_OBJECT, RANGE, SHAPE, TOO_BIG, shown
 
 __all__ = ["BIG_INT", "UNDECLARED", "UNROLL", "Emitter", "compile_arg_check", "compile_branch",
-           "compile_copy", "compile_result_check", "compile_union", "copies_exactly", "emit_copy",
-           "emit_weigh", "plain_dict", "weighs_fixed"]
+           "compile_copy", "compile_result_check", "compile_union", "compile_weigh",
+           "copies_exactly", "emit_copy", "emit_weigh", "plain_dict", "weighs_fixed"]
 
 Check = Callable[..., str]
 
@@ -525,6 +525,20 @@ def compile_copy(specs: Mapping[str, Spec]) -> Callable[[Any], Any] | None:
     emitter.emit(1, "return value")
     copy: Callable[[Any], Any] = emitter.build("copy_result", "value")
     return copy
+
+
+def compile_weigh(specs: Mapping[str, Spec]) -> Callable[[Any], int] | None:
+    """``weigh(value)``: the weight ``emit_weigh`` gives a copy ``compile_copy`` made, for
+    the gate's general steps (its compiled reads weigh in place); ``None`` where there is
+    no such copier."""
+    if not copies_exactly(specs):
+        return None
+    emitter = Emitter()
+    emitter.emit(1, "weight = 0")
+    emit_weigh(emitter, specs, "value", "weight", 1)
+    emitter.emit(1, "return weight")
+    weigh: Callable[[Any], int] = emitter.build("weigh_result", "value")
+    return weigh
 
 
 def copies_exactly(specs: Mapping[str, Spec]) -> bool:

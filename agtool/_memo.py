@@ -393,12 +393,13 @@ def value_weight(kept: object) -> int | None:
         return weight(kept)
 
 
-def _weighed(key: Hashable, frozen: Frozen) -> tuple[Hashable, int | None]:
+def _weighed(key: Hashable, frozen: Frozen, weighed: int | None) -> tuple[Hashable, int | None]:
     """``(key, weight)`` of a key and its kept value, for ``Memo.put``: the key made equal
     but compacted (its orjson parts in buffers of their own size, ``compact``), weighed
-    by ``part_weight``, and ``value_weight`` of the value. ``None`` for what cannot be
-    weighed. The compiled reads weigh where they make the key and the copy instead."""
-    total = value_weight(frozen[0])
+    by ``part_weight``, and the value's ``weighed`` (by its contract's weigher) or else
+    ``value_weight``. ``None`` for what cannot be weighed. The compiled reads weigh where
+    they make the key and the copy instead."""
+    total = value_weight(frozen[0]) if weighed is None else weighed
     if total is None or type(key) is not tuple:  # every key the gate makes is a tuple
         return key, None
     return compact_key(key), total + sum(map(part_weight, key))
@@ -514,13 +515,15 @@ class Memo:
             pass
         return entry[0]
 
-    def put(self, key: Hashable, frozen: Frozen, ttl: float, counts: Counts) -> None:
+    def put(self, key: Hashable, frozen: Frozen, ttl: float, counts: Counts,
+            weighed: int | None = None) -> None:
         """Hold ``frozen`` for ``ttl`` seconds, evicting the least recently used past ``size``
         or ``max_bytes``; a value that cannot be weighed, or outweighs the whole budget, is
-        not held (nor an older value under its key, no fresher than it)."""
+        not held (nor an older value under its key, no fresher than it). ``weighed`` is the
+        value's weight where its contract's weigher gave it (``compile_weigh``)."""
         if ttl <= 0 or self._size == 0:
             return
-        key, heavy = _weighed(key, frozen)
+        key, heavy = _weighed(key, frozen, weighed)
         self._keep(key, frozen, self.clock() + ttl, counts,
                    self._max_bytes + 1 if heavy is None else heavy)
 

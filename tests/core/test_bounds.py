@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from agtool import DEFAULT_MEMO_BYTES, CallRecord, Gate, Memo
+from agtool import DEFAULT_MEMO_BYTES, DEFAULT_SCOPE, CallRecord, Gate, Memo
 from agtool._stats import Counts
 
 MB = 1024 * 1024
@@ -414,8 +414,12 @@ def test_a_compiled_read_weighs_what_it_keeps_as_the_plain_measure_does(case: st
     by the contract's copier) is the measure written out plainly, over the kept copy: an
     optional key absent or null, lists of strs and of huge ints, nested rows and dicts."""
     returns, value, args = WEIGHED[case]
-    gate = Gate({"t": {"fn": lambda q: value, "args": {"q": {"type": "str"}}, "returns": returns}})
+    table = {"t": {"fn": lambda q: value, "args": {"q": {"type": "str"}}, "returns": returns}}
+    gate, general = Gate(table), Gate(table)
     assert gate.call_tool("t", args, run_id="run-7")["ok"]
     [(key, entry)] = gate.cache.entries.items()
     assert entry[0][1].__name__ == "copy_result"  # kept by the contract's copier
     assert entry[3] == gate.cache.bytes == oracle_key_weight(key) + oracle_weight(entry[0][0])
+    # The general steps (a call with a scope takes them) weigh it alike.
+    assert general.call_tool("t", args, run_id="run-7", scope=DEFAULT_SCOPE)["ok"]
+    assert general.cache.bytes == gate.cache.bytes
