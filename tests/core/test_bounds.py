@@ -423,3 +423,25 @@ def test_a_compiled_read_weighs_what_it_keeps_as_the_plain_measure_does(case: st
     # The general steps (a call with a scope takes them) weigh it alike.
     assert general.call_tool("t", args, run_id="run-7", scope=DEFAULT_SCOPE)["ok"]
     assert general.cache.bytes == gate.cache.bytes
+
+
+def test_small_container_arguments_pin_no_orjson_buffer() -> None:
+    """A key's orjson part is kept in a buffer of its own size: orjson's own holds 4 KB even
+    for five bytes, so a thousand small list arguments would pin 4 MB their weight (a few
+    bytes each) does not count. Measured with tracemalloc, as the floods are."""
+    table, _ = flood_table("1MB-list-argument")
+    gate = Gate(table)
+    assert gate.call_tool("echo", {"lines": ["warm"]})["ok"]
+    gate.clear()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        baseline = tracemalloc.get_traced_memory()[0]
+        for number in range(1_000):
+            assert gate.call_tool("echo", {"lines": [str(number)]})["ok"]
+        gc.collect()
+        pinned = tracemalloc.get_traced_memory()[0] - baseline
+    finally:
+        tracemalloc.stop()
+    assert len(gate.cache) == 1_000
+    assert pinned < 1_000 * 1_024, f"{pinned / 1_000:.0f} bytes pinned per small call"
