@@ -18,7 +18,8 @@ function and nothing around it:
   ``max_bytes`` bytes of keys and values, weighed as the gate weighs them
   (the key's strings' lengths and 8 bytes for each other part, the copy's
   strings' lengths and 8 bytes for each value in it, summed as the copy is
-  made), the total kept beside a plain ``OrderedDict`` under a lock, as the
+  made), the total (``counts.bytes``) kept beside a plain ``OrderedDict``
+  under a lock, as the
   gate's is, since two threads adding to one total would lose a weight;
 - a hit hands out a fresh copy, a miss keeps a private copy: what a caller
   does to an answer never reaches the memo;
@@ -49,7 +50,7 @@ from agtool import DEFAULT_MEMO_BYTES, shown
 from agtool._memo import freeze, part_weight, value_weight
 from agtool.tools import MAX_ROWS, REGIONS
 
-__all__ = ["FusedCounts", "FusedMemo", "fused_stock_read"]
+__all__ = ["FusedCounts", "fused_stock_read"]
 
 #: Ints of this magnitude or more weigh their size, as the gate weighs them.
 _BIG = 1 << 63
@@ -60,11 +61,15 @@ _REGIONS = frozenset(REGIONS)
 
 
 class FusedCounts:
-    """The counters the gate keeps for a plain read, named as ``ToolStats`` names them."""
+    """The counters the gate keeps for a plain read, named as ``ToolStats`` names them, and
+    ``bytes``, what the memo's entries weigh (the gate's ``Memo.bytes``): not a counter,
+    so ``reset`` leaves it."""
 
-    __slots__ = ("bad_results", "blocked", "evicted", "expired", "hits", "raised", "runs")
+    __slots__ = ("bad_results", "blocked", "bytes", "evicted", "expired", "hits", "raised",
+                 "runs")
 
     def __init__(self) -> None:
+        self.bytes = 0
         self.reset()
 
     def reset(self) -> None:
@@ -79,14 +84,6 @@ def _unexpected(args: dict[Any, Any]) -> str:
         if key not in _KNOWN:
             return f"unexpected:{shown(key)}"
     return "not_object"
-
-
-class FusedMemo(OrderedDict[Hashable, Any]):
-    """A plain ``OrderedDict`` (no method of its own) with the weight of what it holds."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.bytes = 0
 
 
 def _copy_exact(value: dict[str, Any]) -> dict[str, Any]:
@@ -116,12 +113,13 @@ def fused_stock_read(fn: Callable[..., Any], *, name: str = "stock_lookup",
                      max_bytes: int = DEFAULT_MEMO_BYTES,
                      clock: Callable[[], float] = time.monotonic,
                      ) -> tuple[Callable[[object, object, object], dict[str, Any]], FusedCounts,
-                                FusedMemo]:
+                                OrderedDict[Hashable, Any]]:
     """``(read, counts, memo)``: ``read(args, echo, run_id)`` answers a plain call of ``fn``.
 
     ``version`` is what the gate keys its contract by (its keys hold it, and weigh it)."""
     counts = FusedCounts()
-    memo = FusedMemo()
+    # A plain OrderedDict, as the gate's: its weight is kept in counts.bytes.
+    memo: OrderedDict[Hashable, Any] = OrderedDict()
     memo_get, touch, pop, oldest = memo.get, memo.move_to_end, memo.pop, memo.popitem
     books = threading.Lock()
     lock, unlock = books.acquire, books.release
@@ -192,7 +190,7 @@ def fused_stock_read(fn: Callable[..., Any], *, name: str = "stock_lookup",
             with books:
                 if memo_get(key) is entry:
                     del memo[key]
-                    memo.bytes -= weighed_then
+                    counts.bytes -= weighed_then
                     counts.expired += 1
         # -- the body --------------------------------------------------------------------------
         counts.runs += 1
@@ -265,12 +263,12 @@ def fused_stock_read(fn: Callable[..., Any], *, name: str = "stock_lookup",
                 try:
                     old = pop(key, None)
                     if old is not None:
-                        memo.bytes -= old[3]
+                        counts.bytes -= old[3]
                     if heavy <= max_bytes:  # heavier than the budget: not kept at all
                         memo[key] = (held, expires, copier, heavy)
-                        memo.bytes += heavy
-                        while memo.bytes > max_bytes or len(memo) > size:
-                            memo.bytes -= oldest(False)[1][3]
+                        counts.bytes += heavy
+                        while counts.bytes > max_bytes or len(memo) > size:
+                            counts.bytes -= oldest(False)[1][3]
                             counts.evicted += 1
                 finally:
                     unlock()

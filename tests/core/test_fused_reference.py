@@ -79,8 +79,8 @@ class Pair:
             {c: getattr(stats, c) for c in COUNTERS}, (args, run_id)
         assert len(self.memo) == len(self.gate.cache.entries)  # as held: len() would expire
         # The byte bound: weighed alike, and each total the sum of what its memo holds.
-        assert self.memo.bytes == self.gate.cache.bytes, (args, run_id)
-        assert self.memo.bytes == sum(entry[3] for entry in self.memo.values())
+        assert self.counts.bytes == self.gate.cache.bytes, (args, run_id)
+        assert self.counts.bytes == sum(entry[3] for entry in self.memo.values())
         assert self.gate.cache.bytes == sum(entry[3] for entry in self.gate.cache.entries.values())
         self.compared += 1
         return expected, got
