@@ -93,21 +93,6 @@ def _copy_exact(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-def _keep_exact(value: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """``_copy_exact``'s copy, and its weight summed as it is made: 8 bytes for the dict
-    and for each value in it, each row and each row's value, plus the strings' lengths."""
-    held = value.copy()
-    rows = value["rows"]
-    heavy = 24 + len(held["sku"]) + 8 * len(rows)
-    copies = []
-    for row in rows:
-        count = row["count"]
-        heavy += 16 + len(row["store"]) + (sys.getsizeof(count) if count >= _BIG else 0)
-        copies.append(row.copy())
-    held["rows"] = copies
-    return held, heavy
-
-
 def fused_stock_read(fn: Callable[..., Any], *, name: str = "stock_lookup",
                      version: str = "", ttl: float = 300.0, size: int = 1024,
                      max_bytes: int = DEFAULT_MEMO_BYTES,
@@ -248,16 +233,23 @@ def fused_stock_read(fn: Callable[..., Any], *, name: str = "stock_lookup",
         if key is not None and ttl > 0 and size > 0:
             heavy = fixed + len(sku) + len(region) + (
                 len(run_id) if type(run_id) is str else part_weight(run_id))
-            weighed: int | None
-            if exact:
-                held, weighed = _keep_exact(result)
-                copier: Any = _copy_exact
+            copier: Any
+            if exact:  # the copy, weighed as it is made: 8 bytes for each value, and the text
+                rows = [row.copy() for row in result["rows"]]
+                held = result.copy()
+                held["rows"] = rows
+                heavy += 24 + len(held["sku"]) + 24 * len(rows)
+                for row in rows:
+                    heavy += len(row["store"])
+                    if row["count"] >= _BIG:
+                        heavy += sys.getsizeof(row["count"])
+                copier = _copy_exact
             else:  # the slow way, as the gate's: orjson's text, or a deep copy, weighed
                 frozen = freeze(result)
                 held, copier = (_MISSING, None) if frozen is None else frozen
                 weighed = None if frozen is None else value_weight(held)
-            if held is not _MISSING:
                 heavy = max_bytes + 1 if weighed is None else heavy + weighed
+            if held is not _MISSING:
                 expires = clock() + ttl
                 lock()
                 try:
