@@ -22,6 +22,7 @@ import ast
 import itertools
 import linecache
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,9 +31,9 @@ from ._formats import STRING_FORMATS
 from ._patterns import fullmatcher
 from ._reasons import EMPTY, NOT_OBJECT, RANGE, SHAPE, TOO_BIG, shown
 
-__all__ = ["UNDECLARED", "UNROLL", "Emitter", "compile_arg_check", "compile_branch",
-           "compile_copy", "compile_result_check", "compile_union", "copies_exactly", "emit_copy",
-           "plain_dict"]
+__all__ = ["BIG_INT", "UNDECLARED", "UNROLL", "Emitter", "compile_arg_check", "compile_branch",
+           "compile_copy", "compile_result_check", "compile_union", "compile_weigh",
+           "copies_exactly", "emit_copy", "emit_weigh", "plain_dict", "weighs_fixed"]
 
 Check = Callable[..., str]
 
@@ -526,6 +527,20 @@ def compile_copy(specs: Mapping[str, Spec]) -> Callable[[Any], Any] | None:
     return copy
 
 
+def compile_weigh(specs: Mapping[str, Spec]) -> Callable[[Any], int] | None:
+    """``weigh(value)``: the weight ``emit_weigh`` gives a copy ``compile_copy`` made, for
+    the gate's general steps (its compiled reads weigh in place); ``None`` where there is
+    no such copier."""
+    if not copies_exactly(specs):
+        return None
+    emitter = Emitter()
+    emitter.emit(1, "weight = 0")
+    emit_weigh(emitter, specs, "value", "weight", 1)
+    emitter.emit(1, "return weight")
+    weigh: Callable[[Any], int] = emitter.build("weigh_result", "value")
+    return weigh
+
+
 def copies_exactly(specs: Mapping[str, Spec]) -> bool:
     """Whether ``compile_copy`` (``emit_copy``) can copy a value of ``specs`` found exact."""
     return all(is_closed(spec) for spec in specs.values())
@@ -606,3 +621,110 @@ def _copy_unrolled(emitter: Emitter, var: str, max_len: int, indent: int) -> Non
     item = emitter.fresh("v")
     emitter.emit(indent, "else:")
     emitter.emit(indent + 1, f"{var} = [{item}.copy() for {item} in {var}]")
+
+
+#: Ints of this magnitude or more are weighed by their size, not as 8 bytes.
+BIG_INT = 1 << 63
+
+
+def emit_weigh(emitter: Emitter, specs: Mapping[str, Spec], source: str, target: str,
+               indent: int) -> None:
+    """Lines adding to ``target`` the weight of the exact value in ``source`` (a copy made by
+    ``emit_copy``), for the memo's byte bound: 8 bytes for each value in it (the value
+    itself, each key's value and each item: a reference, or a scalar's bytes), plus each
+    string's length and each huge int's size. The names are the contract's, not counted."""
+    emitter.names.update(WEIGH_BIG=BIG_INT, weigh_size=sys.getsizeof, weigh_any=_weigh_any)
+    emitter.emit(indent, f"{target} += 8 + {_slots(specs, source)}")
+    _weigh_fields(emitter, specs, source, target, indent)
+
+
+def _slots(specs: Mapping[str, Spec], var: str) -> str:
+    """The 8 bytes of each value in ``var``, a dict of ``specs`` found exact: a constant
+    when every key is required (an exact value holds each, and no other)."""
+    if all(spec.required for spec in specs.values()):
+        return str(8 * len(specs))
+    return f"8 * len({var})"
+
+
+def _weigh_fields(emitter: Emitter, specs: Mapping[str, Spec], var: str, target: str,
+                  indent: int) -> None:
+    for key, spec in specs.items():
+        if weighs_fixed(spec):
+            continue  # its 8 bytes are counted by its dict
+        if spec.required and spec.type == "str":
+            emitter.emit(indent, f"{target} += len({var}[{key!r}])")
+            continue
+        field = emitter.fresh("w")
+        if spec.required:
+            emitter.emit(indent, f"{field} = {var}[{key!r}]")
+            _weigh_inside(emitter, spec, field, target, indent)
+        else:  # None for a key it lacks, or for the null an optional key may hold
+            emitter.emit(indent, f"{field} = {var}.get({key!r})")
+            emitter.emit(indent, f"if {field} is not None:")
+            _weigh_inside(emitter, spec, field, target, indent + 1)
+
+
+def weighs_fixed(spec: Spec) -> bool:
+    """Whether every value of ``spec`` weighs its 8 bytes alone (``emit_weigh``): a float,
+    a bool, or an int the contract bounds within 64 bits."""
+    if spec.type == "int":
+        return (spec.min is not None and spec.max is not None
+                and spec.min >= -BIG_INT and spec.max < BIG_INT)
+    return spec.type in ("float", "bool")
+
+
+def _weigh_inside(emitter: Emitter, spec: Spec, var: str, target: str, indent: int) -> None:
+    """Add what ``var``, a value of ``spec``, holds beyond its own 8 bytes."""
+    if spec.type == "str":
+        emitter.emit(indent, f"{target} += len({var})")
+    elif spec.type == "int":  # one side of the range is enough where the contract bounds one
+        huge = (f"{var} >= WEIGH_BIG" if spec.min is not None and spec.min >= -BIG_INT else
+                f"{var} < -WEIGH_BIG" if spec.max is not None and spec.max < BIG_INT else
+                f"not -WEIGH_BIG <= {var} < WEIGH_BIG")
+        emitter.emit(indent, f"if {huge}:")
+        emitter.emit(indent + 1, f"{target} += weigh_size({var})")
+    elif spec.type == "dict" and isinstance(spec.item, Mapping):
+        emitter.emit(indent, f"{target} += {_slots(spec.item, var)}")
+        _weigh_fields(emitter, spec.item, var, target, indent)
+    elif spec.type == "list" and isinstance(spec.item, Spec) and spec.item.type == "str":
+        emitter.emit(indent, f"{target} += 8 * len({var}) + sum(map(len, {var}))")
+    elif spec.type == "list" and isinstance(spec.item, Mapping):  # of dicts with named keys
+        element = emitter.fresh("w")
+        slots = _slots(spec.item, element)
+        if slots.isdigit():  # each item's own values: a constant, counted with the items
+            emitter.emit(indent, f"{target} += {8 + int(slots)} * len({var})")
+        else:
+            emitter.emit(indent, f"{target} += 8 * len({var})")
+        inner = Emitter()  # a dry run: does any value in an item weigh more than 8 bytes?
+        _weigh_fields(inner, spec.item, element, target, indent + 1)
+        if inner.lines or not slots.isdigit():
+            emitter.emit(indent, f"for {element} in {var}:")
+            if not slots.isdigit():
+                emitter.emit(indent + 1, f"{target} += {slots}")
+            _weigh_fields(emitter, spec.item, element, target, indent + 1)
+    elif spec.type == "list" and isinstance(spec.item, Spec):
+        emitter.emit(indent, f"{target} += 8 * len({var})")
+        item = spec.item
+        if weighs_fixed(item):
+            return
+        element = emitter.fresh("w")
+        emitter.emit(indent, f"for {element} in {var}:")
+        _weigh_inside(emitter, item, element, target, indent + 1)
+    elif spec.type not in ("float", "bool"):  # an untyped list, or what else a contract adds
+        emitter.emit(indent, f"{target} += weigh_any({var})")
+
+
+def _weigh_any(value: object) -> int:
+    """What ``emit_weigh``'s lines add for ``value`` where no spec says what it holds."""
+    if type(value) is str:
+        return len(value)
+    if type(value) is int:
+        return 0 if -BIG_INT <= value < BIG_INT else sys.getsizeof(value)
+    total = 0
+    if type(value) is list:
+        for item in value:
+            total += 8 + _weigh_any(item)
+    elif type(value) is dict:
+        for key, item in value.items():
+            total += 8 + _weigh_any(key) + _weigh_any(item)
+    return total

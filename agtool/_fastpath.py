@@ -31,9 +31,9 @@ from typing import Any, NamedTuple
 
 from ._answers import model_answer
 from ._call import Call
-from ._compile import Emitter, emit_copy
+from ._compile import Emitter, emit_copy, emit_weigh
 from ._contract import ToolContract
-from ._memo import Memo, emit_key, freeze, key_source
+from ._memo import Memo, emit_keep, emit_key, emit_key_weight, freeze, key_source, value_weight
 from ._outcome import ANSWERED, HIT, Outcome, success
 from ._reasons import NOT_OBJECT, SHAPE
 from ._records import LOGS_CACHE, records_asked
@@ -182,7 +182,7 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
                                      "counts.blocked += 1; return answer")
     emitter.names.update(
         counts=counts, memo_get=memo.get, MEMO=memo,
-        memo_entries_get=memo.entries.get, memo_evict=memo.evict, MEMO_SIZE=memo.size,
+        memo_entries_get=memo.entries.get,
         memo_touch=memo.entries.move_to_end, memo_clock=memo.clock, fn=contract.fn,
         freeze=freeze, TTL=ttl, COPY=copy_result, raised=raised,
         handed_back=handed_back, isawaitable=isawaitable, Coroutine=types.CoroutineType,
@@ -225,7 +225,7 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
     emit(1, "except Exception:  # a value whose own methods raise has no shape to trust")
     emit(2, emitter.fail(repr(SHAPE)))
     if remembers:
-        _emit_remember(emitter, contract, copy_result is not None)
+        _emit_remember(emitter, contract, version, memo, copy_result is not None)
     emit(1, f"return {answers.ok('result', 'ANSWERED')}")
     fast: Callable[..., Any] = emitter.build(
         "fast" if guard is None else "entry",
@@ -233,29 +233,39 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
     return fast
 
 
-def _emit_remember(emitter: Emitter, contract: ToolContract, copies: bool) -> None:
-    """``Memo.put(key, freeze(result, ...))``, written in place: an exact value's private
-    copy made by the contract's copier, inlined; anything else by ``freeze``."""
+def _emit_remember(emitter: Emitter, contract: ToolContract, version: str, memo: Memo,
+                   copies: bool) -> None:
+    """``Memo.put(key, freeze(result, ...))``, written in place, weighed where it is made:
+    the key by the weight its argument specs give it (``emit_key_weight``), an exact
+    value's private copy made and weighed by the contract's copier and weigher, inlined;
+    anything else frozen by ``freeze`` and weighed by ``value_weight``."""
+    emitter.names.update(value_weight=value_weight)
     emit = emitter.emit
     emit(1, "if key is not None:")
+    emit_key_weight(emitter, key_source(contract.name, version, contract.args), 2)
     if copies:
         emit(2, "if exact:")
         emit_copy(emitter, contract.returns, "result", "held", 3)
         emit(3, "frozen = (held, COPY)")
+        emit_weigh(emitter, contract.returns, "held", "weight", 3)
         emit(2, "else:")
         emit(3, "frozen = freeze(result, True, COPY)")
     else:
         emit(2, "frozen = freeze(result, not exact, COPY)")
     emit(2, "if frozen is not None:")
-    emit(3, "memo_entries = MEMO.entries  # read anew: Memo.put's own lines, in place")
-    emit(3, "memo_entries[key] = (frozen, memo_clock() + TTL, counts)")
-    emit(3, "try:")
-    emit(4, "memo_entries.move_to_end(key)")
-    emit(3, "except KeyError:  # evicted or expired by another thread between the two lines")
-    emit(4, "pass")
-    emit(3, "else:")
-    emit(4, "if len(memo_entries) > MEMO_SIZE:")
-    emit(5, "memo_evict()")
+    if copies:
+        emit(3, "if frozen[1] is not COPY:")
+        _emit_value_weight(emitter, 4)
+    else:
+        _emit_value_weight(emitter, 3)
+    emit(3, "expires = memo_clock() + TTL")
+    emit_keep(emitter, memo, 3)
+
+
+def _emit_value_weight(emitter: Emitter, indent: int) -> None:
+    # A value that cannot be weighed outweighs any budget: not kept, as one too heavy.
+    emitter.emit(indent, "heavy = value_weight(frozen[0])")
+    emitter.emit(indent, "weight = KEEP_BYTES + 1 if heavy is None else weight + heavy")
 
 
 def _emit_memo(emitter: Emitter, contract: ToolContract, version: str,

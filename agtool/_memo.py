@@ -26,13 +26,14 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ._compile import Emitter
+from ._compile import BIG_INT, Emitter, weighs_fixed
 from ._contract import Spec, is_closed
 from ._stats import Counts
 
-__all__ = ["DEFAULT_MEMO_BYTES", "DEFAULT_MEMO_SIZE", "DEFAULT_MEMO_TTL", "MAX_DEPTH", "MISS",
-           "Frozen", "KeySource", "Memo", "cache_key", "compact", "compile_key", "emit_key",
-           "freeze", "key_source", "thaw", "weight"]
+__all__ = ["BIG_INT", "DEFAULT_MEMO_BYTES", "DEFAULT_MEMO_SIZE", "DEFAULT_MEMO_TTL",
+           "MAX_DEPTH", "MISS", "Entry", "Frozen", "KeySource", "Memo", "cache_key", "compact",
+           "compact_key", "compile_key", "emit_keep", "emit_key", "emit_key_weight", "freeze",
+           "key_source", "part_weight", "thaw", "value_weight", "weight"]
 
 #: How many values a gate remembers unless told otherwise: enough for the
 #: repeats of one agent run and then some, small enough to live in a service.
@@ -152,7 +153,7 @@ def freeze(value: object, verify: bool = True,
 def compact(dumped: bytes) -> bytes:
     """``dumped`` in a buffer of its own size: orjson's output holds a buffer of at least
     4 KB, and eight times the text of a long string, which a kept value would pin."""
-    return bytes(memoryview(dumped))
+    return memoryview(dumped).tobytes()  # a third quicker than bytes(memoryview(...))
 
 
 def _is_plain_json(value: object, depth: int) -> bool:
@@ -221,6 +222,12 @@ class KeySource(NamedTuple):
     spoilable: bool
     #: The constants both refer to.
     names: dict[str, Any]
+    #: The key's weight (``part_weight`` of each part), reading ``key`` and ``run_id``: what
+    #: the contract fixes (the name, the version, a bounded int) summed once, here.
+    weight: str
+    #: The key with each container's orjson in a buffer of its own size (``compact``), or
+    #: ``""`` when it has no container: the key a compiled read keeps.
+    compacted: str
 
 
 def key_source(name: str, version: str, specs: Mapping[str, Spec]) -> KeySource:
@@ -229,7 +236,19 @@ def key_source(name: str, version: str, specs: Mapping[str, Spec]) -> KeySource:
     ``except KEY_ENCODE_ERROR``."""
     parts, inline_parts = [], []
     containers = inlined = False
+    fixed = len(name) + len(version)
+    # A run id is the caller's: a str in the common case, anything hashable else.
+    weights = ["(len(run_id) if type(run_id) is str else key_weight(run_id))"]
     for number, (arg, spec) in enumerate(specs.items()):
+        weighed, at = _fixed_weight(spec), f"key[{3 + number}]"
+        if weighed is not None:
+            fixed += weighed
+        elif spec.required and spec.type == "str":
+            weights.append(f"len({at})")
+        elif spec.type in ("list", "dict", "any"):  # orjson's bytes, but for a walk or absent
+            weights.append(f"(len({at}) if type({at}) is bytes else key_weight({at}))")
+        else:
+            weights.append(f"key_weight({at})")
         read = f"snapshot[{arg!r}]" if spec.required else f"snapshot.get({arg!r}, KEY_ABSENT)"
         inline = read
         if spec.type in ("list", "dict", "any"):  # "any" may hold a container too
@@ -258,8 +277,30 @@ def key_source(name: str, version: str, specs: Mapping[str, Spec]) -> KeySource:
         "KEY_NAME": name, "KEY_VERSION": version, "KEY_ABSENT": MISS, "KEY_NONE": _NO_KEY,
         "key_float": _float_part, "key_exact": _exact_part, "key_open": _open_part,
         "key_dumps": orjson.dumps, "KEY_OPTION": _ORJSON,
-        "KEY_ENCODE_ERROR": orjson.JSONEncodeError}
-    return KeySource(expression, inline, containers, names)
+        "KEY_ENCODE_ERROR": orjson.JSONEncodeError, "key_weight": part_weight,
+        "key_view": memoryview}
+    # A walk or an absent container stays as it is.
+    compacted = ", ".join(
+        ["key[0], key[1], key[2]"] + [
+            f"(key_view(key[{3 + number}]).tobytes() if type(key[{3 + number}]) is bytes "
+            f"else key[{3 + number}])" if spec.type in ("list", "dict", "any")
+            else f"key[{3 + number}]" for number, spec in enumerate(specs.values())])
+    return KeySource(expression, inline, containers, names, " + ".join([str(fixed), *weights]),
+                     f"({compacted})" if containers else "")
+
+
+def _fixed_weight(spec: Spec) -> int | None:
+    """What ``part_weight`` answers for every value of a required bool or bounded int (see
+    ``weighs_fixed``); ``None`` for a part weighed as it comes."""
+    return 8 if spec.required and spec.type != "float" and weighs_fixed(spec) else None
+
+
+def emit_key_weight(emitter: Any, source: KeySource, indent: int) -> None:
+    """``weight = <the weight of key>`` on ``emitter``, after ``emit_key``: a key with
+    orjson parts is compacted first (``compact``), so the weight is what is kept."""
+    if source.compacted:
+        emitter.emit(indent, f"key = {source.compacted}")
+    emitter.emit(indent, f"weight = {source.weight}")
 
 
 def emit_key(emitter: Any, source: KeySource, indent: int, spoiled: str) -> None:
@@ -341,100 +382,89 @@ def weight(value: object) -> int | None:
     return total
 
 
-def _weighed(key: Hashable, frozen: Frozen) -> tuple[Hashable, int | None]:
-    """``(key, weight)`` of a key and its kept value, cheaply enough for every miss: the key
-    made equal but compacted (its orjson parts in buffers of their own size, ``compact``),
-    and the length of the text both hold (a key's strings and orjson bytes, a value's JSON),
-    each other scalar as 8 bytes; what has no JSON text (a deep copy, a huge int) by
-    ``weight``. ``None`` for what cannot be weighed."""
-    kept = frozen[0]
+def part_weight(part: object) -> int:
+    """The weight of one part of a key: a str's or bytes' length, a typed walk's ``weight``,
+    a huge int's size, 8 bytes for any other scalar (or a caller's run id, never read)."""
+    kind = type(part)
+    if kind is str or kind is bytes:
+        return len(part)  # type: ignore[arg-type]
+    if kind is int and not -BIG_INT <= part < BIG_INT:  # type: ignore[operator]
+        return sys.getsizeof(part)
+    if kind is tuple:  # a typed walk: tuples of str, made here, always weighed
+        return weight(part) or 8
+    return 8
+
+
+def value_weight(kept: object) -> int | None:
+    """The weight of a kept value that no contract's copier made: the length of orjson's
+    text, or ``weight`` of a deep copy (``None``: it cannot be weighed)."""
     if type(kept) is bytes:
-        total: int | None = len(kept)
-    else:
-        try:  # a copy made by the contract's copier: exact JSON types, written in C
-            total = len(orjson.dumps(kept, option=_EXACT))
-        except Exception:  # a deep copy of any value (it may hold itself), or a huge int
-            total = weight(kept)
+        return len(kept)
+    try:  # a copy made by the contract's copier: exact JSON types, written in C
+        return len(orjson.dumps(kept, option=_EXACT))
+    except Exception:  # a deep copy of any value (it may hold itself), or a huge int
+        return weight(kept)
+
+
+def _weighed(key: Hashable, frozen: Frozen, weighed: int | None) -> tuple[Hashable, int | None]:
+    """``(key, weight)`` of a key and its kept value, for ``Memo.put``: the key made equal
+    but compacted (its orjson parts in buffers of their own size, ``compact``), weighed
+    by ``part_weight``, and the value's ``weighed`` (by its contract's weigher) or else
+    ``value_weight``. ``None`` for what cannot be weighed. The compiled reads weigh where
+    they make the key and the copy instead."""
+    total = value_weight(frozen[0]) if weighed is None else weighed
     if total is None or type(key) is not tuple:  # every key the gate makes is a tuple
         return key, None
-    compacted = False
-    for part in key:  # the name, version and run, then each argument's part
-        kind = type(part)
-        if kind is str:
-            total += len(part)
-        elif kind is bytes:
-            total += len(part)
-            compacted = True
-        elif kind is tuple:  # a typed walk: tuples of scalars
-            walked = weight(part)
-            if walked is None:
-                return key, None
-            total += walked
-        else:  # an int, a float, None, the absent marker, or a caller's run id: never read
-            total += 8
-    if compacted:
-        key = tuple(compact(part) if type(part) is bytes else part for part in key)
-    return key, total
+    return compact_key(key), total + sum(map(part_weight, key))
 
 
-class _Entries(OrderedDict[Hashable, tuple[Frozen, float, Counts]]):
-    """The memo's entries, weighing what they hold: every way in and out keeps the byte total.
+def compact_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``key`` with each orjson part in a buffer of its own size: even 5 bytes of orjson's
+    text pin its 4 KB buffer (measured with tracemalloc), which the memo would keep."""
+    for part in key:
+        if type(part) is bytes:
+            break
+    else:
+        return key
+    return tuple(compact(part) if type(part) is bytes else part for part in key)
 
-    The compiled reads (``_fastpath``) write into it in place, so the byte bound
-    is kept here, where every write lands, not in ``Memo.put``. Reads (``get``,
-    ``move_to_end``) are the dict's own, untouched: a hit costs what it did.
-    An entry heavier than the whole budget is not kept at all.
+
+def emit_keep(emitter: Emitter, memo: Memo, indent: int) -> None:
+    """Lines keeping ``(frozen, expires, counts, weight)`` under ``key`` in ``memo``, with
+    its byte total, evicting the least recently used past its size or its bytes: the body
+    of ``Memo.put``, also written straight into a compiled read (``_fastpath``).
+
+    Under the memo's lock, the one every change of its entries takes: two threads
+    keeping at once would each add to the total what the other's ``+=`` overwrote, and a
+    pop and a set of one key by two threads would lose the weight of one of them.
     """
+    emitter.names.update(KEEP_MEMO=memo, KEEP_SIZE=memo.size, KEEP_BYTES=memo.max_bytes,
+                         keep_lock=memo.books.acquire, keep_unlock=memo.books.release)
+    emit = emitter.emit
+    emit(indent, "keep_lock()")
+    emit(indent, "try:")
+    emit(indent + 1, "keep_entries = KEEP_MEMO.entries  # read anew, as every change of it is")
+    emit(indent + 1, "kept = keep_entries.pop(key, None)  # an older value under this key")
+    emit(indent + 1, "if kept is not None:")
+    emit(indent + 2, "KEEP_MEMO.bytes -= kept[3]")
+    # Heavier than the whole budget: not kept at all (nor the older value, no fresher).
+    emit(indent + 1, "if weight <= KEEP_BYTES:")
+    emit(indent + 2, "keep_entries[key] = (frozen, expires, counts, weight)")
+    emit(indent + 2, "KEEP_MEMO.bytes += weight")
+    # Never the entry just kept: alone, it is within both bounds.
+    emit(indent + 2, "while KEEP_MEMO.bytes > KEEP_BYTES or len(keep_entries) > KEEP_SIZE:")
+    emit(indent + 3, "try:")
+    emit(indent + 4, "kept = keep_entries.popitem(False)[1]")
+    emit(indent + 3, "except KeyError:  # emptied by what does not take the lock: nothing left")
+    emit(indent + 4, "break")
+    emit(indent + 3, "KEEP_MEMO.bytes -= kept[3]")
+    emit(indent + 3, "kept[2].evicted += 1")
+    emit(indent, "finally:")
+    emit(indent + 1, "keep_unlock()")
 
-    def __init__(self, max_bytes: int) -> None:
-        super().__init__()
-        self.max_bytes = max_bytes
-        self.bytes = 0  #: what the entries held weigh (``weight`` of each key and value)
-        self._weights: dict[Hashable, int] = {}
-        self._books = threading.Lock()
 
-    def __setitem__(self, key: Hashable, entry: tuple[Frozen, float, Counts]) -> None:
-        key, heavy = _weighed(key, entry[0])
-        if heavy is None or heavy > self.max_bytes:
-            self.pop(key, None)  # an older value under this key is not fresher than this one
-            return
-        with self._books:
-            OrderedDict.__setitem__(self, key, entry)
-            self.move_to_end(key)  # the newest: what the budget makes room for
-            self.bytes += heavy - self._weights.get(key, 0)
-            self._weights[key] = heavy
-        while self.bytes > self.max_bytes:
-            try:
-                _, (_, _, owner) = self.popitem(last=False)
-            except KeyError:  # emptied by another thread meanwhile
-                break
-            owner.evicted += 1
-
-    def __delitem__(self, key: Hashable) -> None:
-        with self._books:
-            super().__delitem__(key)
-            self._unweigh(key)
-
-    def pop(self, key: Hashable, *default: Any) -> Any:
-        with self._books:
-            found = super().pop(key, *default)
-            self._unweigh(key)
-            return found
-
-    def popitem(self, last: bool = True) -> tuple[Hashable, tuple[Frozen, float, Counts]]:
-        with self._books:
-            key, entry = super().popitem(last)
-            self._unweigh(key)
-            return key, entry
-
-    def clear(self) -> None:
-        with self._books:
-            super().clear()
-            self._weights.clear()
-            self.bytes = 0
-
-    def _unweigh(self, key: Hashable) -> None:
-        self.bytes -= self._weights.pop(key, 0)  # 0: gone already, or never kept
+#: An entry of the memo: the frozen value, when it expires, its tool's counts, its weight.
+Entry = tuple[Frozen, float, Counts, int]
 
 
 class Memo:
@@ -444,8 +474,9 @@ class Memo:
     The least recently used value goes first when the memo is full; a value
     past its time is never served, and is dropped when next looked at. Each
     value is counted against its tool's ``Counts`` when it is evicted or
-    expires. Safe to share between threads: every change is one operation on
-    an ``OrderedDict``, and the rare whole-memo walks hold a lock.
+    expires. Safe to share between threads: every change of the entries, and
+    of the byte total with them, holds ``books``; a lookup and the touch of a hit
+    are one operation each on an ``OrderedDict``, which changes no weight.
 
     ``len(memo)`` is the number of values remembered (expired ones are dropped
     first), ``key in memo`` whether a fresh value is held, ``memo[key]`` a
@@ -460,12 +491,21 @@ class Memo:
             if type(bound) is not int or bound < 0:
                 raise ValueError(f"{name} must be a non-negative int, got {bound!r}")
         self._size = size
+        self._max_bytes = max_bytes
         self.clock = clock
-        #: ``key -> (frozen, expires at, owner's Counts)``, least recently used first. Read
-        #: and written directly by the compiled reads (``_fastpath``), which is why it is
-        #: not private; it keeps the byte bound itself.
-        self.entries = _Entries(max_bytes)
+        #: ``key -> (frozen, expires at, owner's Counts, weight)``, least recently used
+        #: first. Read, and written under ``books`` (``emit_keep``), by the compiled reads
+        #: (``_fastpath``), which is why it is not private.
+        self.entries: OrderedDict[Hashable, Entry] = OrderedDict()
+        #: What the entries held weigh: the sum of their weights, kept with them.
+        self.bytes = 0
+        #: Held by every change of ``entries`` and ``bytes``.
+        self.books = threading.Lock()
         self._walk = threading.Lock()
+        emitter = Emitter()
+        emit_keep(emitter, self, 1)
+        self._keep: Callable[[Hashable, Frozen, float, Counts, int], None] = emitter.build(
+            "keep", "key, frozen, expires, counts, weight")
 
     @property
     def size(self) -> int:
@@ -475,12 +515,7 @@ class Memo:
     @property
     def max_bytes(self) -> int:
         """How many bytes of keys and values it holds at most (see ``weight``)."""
-        return self.entries.max_bytes
-
-    @property
-    def bytes(self) -> int:
-        """How many bytes the keys and values it holds weigh now (see ``weight``)."""
-        return self.entries.bytes
+        return self._max_bytes
 
     def get(self, key: Hashable) -> Any:
         """The frozen value held for ``key`` (see ``thaw``), or ``MISS``."""
@@ -496,37 +531,26 @@ class Memo:
             pass
         return entry[0]
 
-    def put(self, key: Hashable, frozen: Frozen, ttl: float, counts: Counts) -> None:
-        """Hold ``frozen`` for ``ttl`` seconds, evicting the least recently used past ``size``."""
+    def put(self, key: Hashable, frozen: Frozen, ttl: float, counts: Counts,
+            weighed: int | None = None) -> None:
+        """Hold ``frozen`` for ``ttl`` seconds, evicting the least recently used past ``size``
+        or ``max_bytes``; a value that cannot be weighed, or outweighs the whole budget, is
+        not held (nor an older value under its key, no fresher than it). ``weighed`` is the
+        value's weight where its contract's weigher gave it (``compile_weigh``)."""
         if ttl <= 0 or self._size == 0:
             return
-        entries = self.entries
-        entries[key] = (frozen, self.clock() + ttl, counts)
-        try:
-            entries.move_to_end(key)
-        except KeyError:  # evicted or expired by another thread between the two lines
-            return
-        if len(entries) > self._size:
-            self.evict()
+        key, heavy = _weighed(key, frozen, weighed)
+        self._keep(key, frozen, self.clock() + ttl, counts,
+                   self._max_bytes + 1 if heavy is None else heavy)
 
-    def evict(self) -> None:
-        """Drop the least recently used values until it holds no more than its size."""
-        entries = self.entries
-        while len(entries) > self._size:
-            try:
-                _, (_, _, owner) = entries.popitem(last=False)
-            except KeyError:  # emptied by another thread meanwhile
-                break
-            owner.evicted += 1
-
-    def _expire(self, key: Hashable, entry: tuple[Frozen, float, Counts]) -> None:
+    def _expire(self, key: Hashable, entry: Entry) -> None:
         # Only the entry that was seen: a fresh one put meanwhile by another thread stays.
-        if self.entries.get(key) is entry:
-            try:
-                del self.entries[key]
-            except KeyError:
+        with self.books:
+            if self.entries.get(key) is not entry:
                 return
-            entry[2].expired += 1
+            del self.entries[key]
+            self.bytes -= entry[3]
+        entry[2].expired += 1
 
     def _fresh(self) -> list[Hashable]:
         """The keys of values still in time, after dropping the expired ones."""
@@ -544,11 +568,16 @@ class Memo:
         """Drop every value whose key ``drop`` selects (not counted as evicted)."""
         with self._walk:
             for key in [key for key in list(self.entries) if drop(key)]:
-                self.entries.pop(key, None)
+                with self.books:
+                    entry = self.entries.pop(key, None)
+                    if entry is not None:
+                        self.bytes -= entry[3]
 
     def clear(self) -> None:
         """Forget every remembered value."""
-        self.entries.clear()
+        with self.books:
+            self.entries.clear()
+            self.bytes = 0
 
     def __len__(self) -> int:
         return len(self._fresh())

@@ -44,7 +44,13 @@ from typing import Any, Literal, overload
 from ._answers import is_retryable, marks_sensitive, transport_failure
 from ._authority import Approval, approved, read_scope, spend_once
 from ._call import Call, Refusal
-from ._compile import UNDECLARED, compile_arg_check, compile_copy, compile_result_check
+from ._compile import (
+    UNDECLARED,
+    compile_arg_check,
+    compile_copy,
+    compile_result_check,
+    compile_weigh,
+)
 from ._contract import ToolContract
 from ._errors import NotApplied
 from ._fastpath import Guard, compile_key_call, compile_model_entry, compile_read
@@ -159,7 +165,7 @@ class Tool:
                  "check_args", "check_result", "contract", "copy_result", "counts", "entry",
                  "fast", "fn", "hash", "in_gate_scope", "is_async", "key_call", "key_of", "name",
                  "needs_approval", "redacts", "redacts_args", "returns", "risk", "shown_name",
-                 "timeout", "ttl", "writes")
+                 "timeout", "ttl", "weigh_result", "writes")
     #: Its entry for each of the gate's entry points (``ENTRY_POINTS``), called with the
     #: gate's keywords in ``Call``'s order: ``(args, echo, scope, run_id, step_id, approvals,
     #: dry_run)``; an async point's answers a coroutine.
@@ -194,6 +200,8 @@ class Tool:
         self.ttl = 0.0 if self.writes else runtime.ttl if contract.ttl is None else contract.ttl
         self.is_async = is_async_body(self.fn)
         self.copy_result = compile_copy(contract.returns)
+        #: The weight of a copy ``copy_result`` made, as the compiled read weighs it.
+        self.weigh_result = compile_weigh(contract.returns)
         #: Whether a model's answer must have sensitive returned values taken out.
         self.redacts = marks_sensitive(contract.returns)
         #: Whether a call record's digest must be taken with sensitive args taken out.
@@ -812,7 +820,10 @@ def _remember(runtime: Runtime, tool: Tool, key: Hashable, value: object,
               undeclared: bool) -> None:
     frozen = freeze(value, undeclared, tool.copy_result)
     if frozen is not None:
-        runtime.memo.put(key, frozen, tool.ttl, tool.counts)
+        # A copy the contract's copier made is weighed by its weigher, as a compiled read's.
+        weigh = tool.weigh_result if frozen[1] is tool.copy_result else None
+        runtime.memo.put(key, frozen, tool.ttl, tool.counts,
+                         None if weigh is None else weigh(frozen[0]))
 
 
 def _raised(runtime: Runtime, ready: Ready, exc: Exception) -> Outcome:

@@ -14,7 +14,13 @@ function and nothing around it:
 - the memo key tells apart what ``==`` confuses, and a run id that cannot be
   hashed means the call is not remembered;
 - remembered values live for a time (TTL) and in a bounded space (least
-  recently used out first), both counted;
+  recently used out first), both counted: at most ``size`` values and
+  ``max_bytes`` bytes of keys and values, weighed as the gate weighs them
+  (the key's strings' lengths and 8 bytes for each other part, the copy's
+  strings' lengths and 8 bytes for each value in it, summed as the copy is
+  made), the total (``counts.bytes``) kept beside a plain ``OrderedDict``
+  under a lock, as the
+  gate's is, since two threads adding to one total would lose a weight;
 - a hit hands out a fresh copy, a miss keeps a private copy: what a caller
   does to an answer never reaches the memo;
 - the result is checked (shape, empty, too big, range), including the pass
@@ -33,16 +39,21 @@ reading of transport failures. ``bench_gate`` times it beside ``call_tool``
 
 from __future__ import annotations
 
-import copy
+import sys
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from agtool import shown
+from agtool import DEFAULT_MEMO_BYTES, shown
+from agtool._memo import freeze, part_weight, value_weight
 from agtool.tools import MAX_ROWS, REGIONS
 
 __all__ = ["FusedCounts", "fused_stock_read"]
+
+#: Ints of this magnitude or more weigh their size, as the gate weighs them.
+_BIG = 1 << 63
 
 _MISSING: Any = object()
 _KNOWN = frozenset({"sku", "region", "limit"})
@@ -50,11 +61,15 @@ _REGIONS = frozenset(REGIONS)
 
 
 class FusedCounts:
-    """The counters the gate keeps for a plain read, named as ``ToolStats`` names them."""
+    """The counters the gate keeps for a plain read, named as ``ToolStats`` names them, and
+    ``bytes``, what the memo's entries weigh (the gate's ``Memo.bytes``): not a counter,
+    so ``reset`` leaves it."""
 
-    __slots__ = ("bad_results", "blocked", "evicted", "expired", "hits", "raised", "runs")
+    __slots__ = ("bad_results", "blocked", "bytes", "evicted", "expired", "hits", "raised",
+                 "runs")
 
     def __init__(self) -> None:
+        self.bytes = 0
         self.reset()
 
     def reset(self) -> None:
@@ -79,14 +94,21 @@ def _copy_exact(value: dict[str, Any]) -> dict[str, Any]:
 
 
 def fused_stock_read(fn: Callable[..., Any], *, name: str = "stock_lookup",
-                     ttl: float = 300.0, size: int = 1024,
+                     version: str = "", ttl: float = 300.0, size: int = 1024,
+                     max_bytes: int = DEFAULT_MEMO_BYTES,
                      clock: Callable[[], float] = time.monotonic,
                      ) -> tuple[Callable[[object, object, object], dict[str, Any]], FusedCounts,
                                 OrderedDict[Hashable, Any]]:
-    """``(read, counts, memo)``: ``read(args, echo, run_id)`` answers a plain call of ``fn``."""
+    """``(read, counts, memo)``: ``read(args, echo, run_id)`` answers a plain call of ``fn``.
+
+    ``version`` is what the gate keys its contract by (its keys hold it, and weigh it)."""
     counts = FusedCounts()
+    # A plain OrderedDict, as the gate's: its weight is kept in counts.bytes.
     memo: OrderedDict[Hashable, Any] = OrderedDict()
-    memo_get, touch = memo.get, memo.move_to_end
+    memo_get, touch, pop, oldest = memo.get, memo.move_to_end, memo.pop, memo.popitem
+    books = threading.Lock()
+    lock, unlock = books.acquire, books.release
+    fixed = len(name) + len(version) + 8  # the key's name, version and limit
 
     def refused(reason: str) -> dict[str, Any]:
         counts.blocked += 1
@@ -136,7 +158,7 @@ def fused_stock_read(fn: Callable[..., Any], *, name: str = "stock_lookup",
         except Exception:
             return refused("not_object")
         # -- the memo: exact scalars make an exact key ----------------------------------------
-        key: Hashable | None = (name, run_id, sku, region, limit)
+        key: Hashable | None = (name, version, run_id, sku, region, limit)
         try:
             entry = memo_get(key)
         except TypeError:  # a run id that cannot be hashed: not remembered
@@ -149,9 +171,12 @@ def fused_stock_read(fn: Callable[..., Any], *, name: str = "stock_lookup",
                     pass
                 counts.hits += 1
                 return {"ok": True, "value": entry[2](entry[0]), "error": ""}
-            if memo_get(key) is entry:
-                del memo[key]
-                counts.expired += 1
+            weighed_then = entry[3]
+            with books:
+                if memo_get(key) is entry:
+                    del memo[key]
+                    counts.bytes -= weighed_then
+                    counts.expired += 1
         # -- the body --------------------------------------------------------------------------
         counts.runs += 1
         try:
@@ -206,17 +231,39 @@ def fused_stock_read(fn: Callable[..., Any], *, name: str = "stock_lookup",
             return bad("shape")
         # -- remember a private copy ------------------------------------------------------------
         if key is not None and ttl > 0 and size > 0:
-            copier: Callable[[Any], Any] = _copy_exact if exact else copy.deepcopy
-            try:
-                held = copier(result)
-            except Exception:  # a value that cannot be copied is not remembered
-                held = _MISSING
+            heavy = fixed + len(sku) + len(region) + (
+                len(run_id) if type(run_id) is str else part_weight(run_id))
+            copier: Any
+            if exact:  # the copy, weighed as it is made: 8 bytes for each value, and the text
+                rows = [row.copy() for row in result["rows"]]
+                held = result.copy()
+                held["rows"] = rows
+                heavy += 24 + len(held["sku"]) + 24 * len(rows)
+                for row in rows:
+                    heavy += len(row["store"])
+                    if row["count"] >= _BIG:
+                        heavy += sys.getsizeof(row["count"])
+                copier = _copy_exact
+            else:  # the slow way, as the gate's: orjson's text, or a deep copy, weighed
+                frozen = freeze(result)
+                held, copier = (_MISSING, None) if frozen is None else frozen
+                weighed = None if frozen is None else value_weight(held)
+                heavy = max_bytes + 1 if weighed is None else heavy + weighed
             if held is not _MISSING:
-                memo[key] = (held, clock() + ttl, copier)
-                touch(key)
-                while len(memo) > size:
-                    memo.popitem(last=False)
-                    counts.evicted += 1
+                expires = clock() + ttl
+                lock()
+                try:
+                    old = pop(key, None)
+                    if old is not None:
+                        counts.bytes -= old[3]
+                    if heavy <= max_bytes:  # heavier than the budget: not kept at all
+                        memo[key] = (held, expires, copier, heavy)
+                        counts.bytes += heavy
+                        while counts.bytes > max_bytes or len(memo) > size:
+                            counts.bytes -= oldest(False)[1][3]
+                            counts.evicted += 1
+                finally:
+                    unlock()
         return {"ok": True, "value": result, "error": ""}
 
     return read, counts, memo

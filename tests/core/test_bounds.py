@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import threading
 import time
 import tracemalloc
@@ -18,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from agtool import DEFAULT_MEMO_BYTES, CallRecord, Gate
+from agtool import DEFAULT_MEMO_BYTES, DEFAULT_SCOPE, CallRecord, Gate, Memo
+from agtool._stats import Counts
 
 MB = 1024 * 1024
 #: The budget the floods are held to, and the memory they may leave beside it (the
@@ -30,6 +32,10 @@ FLOOD = 256
 #: Seconds a worker thread is waited for before the test gives up on it (a guard).
 EXIT_GUARD = 20.0
 WRITER = ["read_public", "reversible_write"]
+
+
+#: An int of 1 MB (orjson cannot write it; Python will not print it).
+HUGE = 1 << (8 * MB)
 
 
 def text_of(number: int) -> str:
@@ -50,6 +56,14 @@ FLOODS: dict[str, tuple[dict[str, Any], Callable[..., Any], Callable[[int], dict
     "1MB-value": ({"n": {"type": "int"}},
                   lambda n: {"n": n, "echo": text_of(n)},
                   lambda number: {"n": number}),
+    # An int of 1 MB, which the key holds as it is: no 8-byte scalar.
+    "1MB-int-argument": ({"n": {"type": "int"}},
+                         lambda n: {"n": 1},
+                         lambda number: {"n": HUGE + number}),
+    # An int of 1 MB in a value the contract's copier keeps (and shares): weighed by its size.
+    "1MB-int-value": ({"n": {"type": "int"}},
+                      lambda n: {"n": HUGE + n},
+                      lambda number: {"n": number}),
 }
 
 
@@ -287,3 +301,147 @@ def test_a_write_running_on_a_worker_at_close_still_stores_its_outcome(
         "ok": True, "value": {"paid": 1}, "error": ""}
     assert paid == [1]
     again.close()
+
+
+# -- The byte total under threads ---------------------------------------------------------------
+
+def books_balance(memo: Memo) -> tuple[int, int]:
+    """``(total, sum of the weights held)``, read together under the memo's lock."""
+    with memo.books:
+        return memo.bytes, sum(entry[3] for entry in memo.entries.values())
+
+
+def test_threads_hammering_one_memo_keep_its_total_the_sum_of_what_it_holds() -> None:
+    """Threads putting the same few keys at once (through the compiled read and through
+    ``Memo.put``), clearing, forgetting, expiring and hitting, the interpreter switching
+    threads as often as it can: the total always equals the weights of what is held, and
+    stays within the budget."""
+    now = [0.0]
+    table = {"echo": {"fn": lambda text: {"n": len(text)}, "args": {"text": {"type": "str"}},
+                      "returns": {"n": {"type": "int"}}}}
+    gate = Gate(table, memo_bytes=2_000, clock=lambda: now[0], memo_ttl=5.0)
+    memo = gate.cache
+    counts = Counts()
+    seen: list[tuple[int, int]] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def hammer(worker: int) -> None:
+        try:
+            start.wait()
+            for step in range(4_000):
+                text = "x" * (step % 7 * 40)  # few keys, each put by every thread
+                gate.call_tool("echo", {"text": text}, run_id=f"run-{step % 3}")
+                memo.put(("put", step % 5), (b"v" * (step % 11 * 30), bytes), 5.0, counts)
+                if worker == 0 and step % 97 == 0:
+                    gate.clear()
+                if worker == 1 and step % 89 == 0:
+                    memo.forget(lambda key: key[0] == "put")
+                if worker == 2 and step % 53 == 0:
+                    now[0] += 6.0  # everything held expires: dropped when next looked at
+                    len(memo)
+                if step % 31 == 0:
+                    seen.append(books_balance(memo))
+        except BaseException as exc:  # reported below: a thread cannot fail the test itself
+            errors.append(exc)
+
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=hammer, args=(worker,)) for worker in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switching)
+    assert errors == []
+    seen.append(books_balance(memo))
+    assert len(seen) > 100
+    assert [pair for pair in seen if pair[0] != pair[1] or pair[0] > 2_000] == []
+    assert gate.stats("echo").evicted + counts.evicted > 0  # the budget was pressed on
+
+
+def oracle_weight(value: object) -> int:
+    """The measure written out plainly: 8 bytes for a value, plus a string's length, a huge
+    int's size, and the weight of each value a list or dict holds (its keys are the
+    contract's names)."""
+    if type(value) is str:
+        return 8 + len(value)
+    if type(value) is int and not -(1 << 63) <= value < 1 << 63:
+        return 8 + sys.getsizeof(value)
+    if type(value) is list:
+        return 8 + sum(map(oracle_weight, value))
+    if type(value) is dict:
+        return 8 + sum(map(oracle_weight, value.values()))
+    return 8
+
+
+def oracle_key_weight(key: tuple[Any, ...]) -> int:
+    return sum(len(part) if type(part) in (str, bytes) else
+               sys.getsizeof(part) if type(part) is int and abs(part) >= 1 << 63 else 8
+               for part in key)
+
+
+WEIGHED: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
+    # name: (returns, the value the body answers, args)
+    "optional-absent": ({"a": {"type": "str", "required": False}, "b": {"type": "int"}},
+                        {"b": 3}, {"q": "x"}),
+    "optional-null": ({"a": {"type": "str", "required": False}, "b": {"type": "int"}},
+                      {"a": None, "b": 3}, {"q": "xy"}),
+    "optional-present": ({"a": {"type": "str", "required": False}, "b": {"type": "int"}},
+                         {"a": "hello", "b": HUGE}, {"q": ""}),
+    "list-of-str": ({"tags": {"type": "list", "item": {"type": "str"}}},
+                    {"tags": ["", "ab", "c" * 300]}, {"q": "é" * 5}),
+    "list-of-int": ({"ids": {"type": "list", "item": {"type": "int"}}},
+                    {"ids": [1, -HUGE, 3]}, {"q": "x"}),
+    "bounded-ints": ({"ids": {"type": "list", "item": {"type": "int", "min": 0, "max": 9}},
+                      "ok": {"type": "bool"}, "f": {"type": "float"}},
+                     {"ids": [1, 2, 3], "ok": True, "f": 1.5}, {"q": "x"}),
+    "nested": ({"rows": {"type": "list", "item": {
+                    "name": {"type": "str"}, "note": {"type": "str", "required": False},
+                    "tags": {"type": "list", "item": {"type": "str"}}}},
+                "meta": {"type": "dict", "item": {"by": {"type": "str"}}}},
+               {"rows": [{"name": "a", "tags": ["x", "yz"]},
+                         {"name": "bcd", "note": "n" * 40, "tags": []}],
+                "meta": {"by": "me"}}, {"q": "x"}),
+}
+
+
+@pytest.mark.parametrize("case", list(WEIGHED))
+def test_a_compiled_read_weighs_what_it_keeps_as_the_plain_measure_does(case: str) -> None:
+    """The weight the compiled read sums from the contract (the key's parts, the copy made
+    by the contract's copier) is the measure written out plainly, over the kept copy: an
+    optional key absent or null, lists of strs and of huge ints, nested rows and dicts."""
+    returns, value, args = WEIGHED[case]
+    table = {"t": {"fn": lambda q: value, "args": {"q": {"type": "str"}}, "returns": returns}}
+    gate, general = Gate(table), Gate(table)
+    assert gate.call_tool("t", args, run_id="run-7")["ok"]
+    [(key, entry)] = gate.cache.entries.items()
+    assert entry[0][1].__name__ == "copy_result"  # kept by the contract's copier
+    assert entry[3] == gate.cache.bytes == oracle_key_weight(key) + oracle_weight(entry[0][0])
+    # The general steps (a call with a scope takes them) weigh it alike.
+    assert general.call_tool("t", args, run_id="run-7", scope=DEFAULT_SCOPE)["ok"]
+    assert general.cache.bytes == gate.cache.bytes
+
+
+def test_small_container_arguments_pin_no_orjson_buffer() -> None:
+    """A key's orjson part is kept in a buffer of its own size: orjson's own holds 4 KB even
+    for five bytes, so a thousand small list arguments would pin 4 MB their weight (a few
+    bytes each) does not count. Measured with tracemalloc, as the floods are."""
+    table, _ = flood_table("1MB-list-argument")
+    gate = Gate(table)
+    assert gate.call_tool("echo", {"lines": ["warm"]})["ok"]
+    gate.clear()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        baseline = tracemalloc.get_traced_memory()[0]
+        for number in range(1_000):
+            assert gate.call_tool("echo", {"lines": [str(number)]})["ok"]
+        gc.collect()
+        pinned = tracemalloc.get_traced_memory()[0] - baseline
+    finally:
+        tracemalloc.stop()
+    assert len(gate.cache) == 1_000
+    assert pinned < 1_000 * 1_024, f"{pinned / 1_000:.0f} bytes pinned per small call"

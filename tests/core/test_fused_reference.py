@@ -21,7 +21,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agtool import Gate
+from agtool import DEFAULT_MEMO_BYTES, Gate
 from agtool.tools import TOOLS
 from strategies import any_calls, bad_results, boundary_args, hostile_examples, valid_results
 
@@ -50,15 +50,24 @@ class Pair:
     """One gate and one fused reference over the same body, memo size and clock."""
 
     def __init__(self, name: str, fn: Callable[..., Any] | None = None, *, size: int = 1024,
-                 ttl: float = 300.0, clock: Callable[[], float] | None = None) -> None:
+                 ttl: float = 300.0, clock: Callable[[], float] | None = None,
+                 max_bytes: int = DEFAULT_MEMO_BYTES) -> None:
         body = _own_rows(TOOLS[name]["fn"]) if fn is None else fn
         timing: dict[str, Any] = {} if clock is None else {"clock": clock}
         self.name = name
         self.gate = Gate({name: {**TOOLS[name], "fn": body}}, memo_size=size, memo_ttl=ttl,
-                         **timing)
+                         memo_bytes=max_bytes, **timing)
+        self.version = self.gate.cache_key(name, {"sku": "A100", "region": "seoul", "limit": 1})[1]
         self.read, self.counts, self.memo = FUSED.fused_stock_read(
-            body, name=name, size=size, ttl=ttl, **timing)
+            body, name=name, version=self.version, size=size, ttl=ttl, max_bytes=max_bytes,
+            **timing)
         self.compared = 0
+
+    def rescript(self, results: list[Any]) -> None:
+        """Both sides anew, each running its own body answering ``results`` in order."""
+        self.gate = Gate({self.name: {**TOOLS[self.name], "fn": _scripted(results)}})
+        self.read, self.counts, self.memo = FUSED.fused_stock_read(
+            _scripted(results), name=self.name, version=self.version)
 
     def call(self, args: object, run_id: object = None) -> tuple[dict[str, Any], ...]:
         """Both answers to one call, checked equal, with equal counters."""
@@ -69,6 +78,10 @@ class Pair:
         assert {c: getattr(self.counts, c) for c in COUNTERS} == \
             {c: getattr(stats, c) for c in COUNTERS}, (args, run_id)
         assert len(self.memo) == len(self.gate.cache.entries)  # as held: len() would expire
+        # The byte bound: weighed alike, and each total the sum of what its memo holds.
+        assert self.counts.bytes == self.gate.cache.bytes, (args, run_id)
+        assert self.counts.bytes == sum(entry[3] for entry in self.memo.values())
+        assert self.gate.cache.bytes == sum(entry[3] for entry in self.gate.cache.entries.values())
         self.compared += 1
         return expected, got
 
@@ -196,9 +209,7 @@ def test_the_reference_agrees_on_every_kind_of_result(results: list[Any]) -> Non
     """Valid results (some with undeclared keys), and results wrong in one way of every
     kind: checked, refused or remembered alike, and each remembered one isolated."""
     pair = Pair("stock_lookup")
-    # Each side runs its own body, answering the same values in the same order.
-    pair.gate = Gate({"stock_lookup": {**TOOLS["stock_lookup"], "fn": _scripted(results)}})
-    pair.read, pair.counts, pair.memo = FUSED.fused_stock_read(_scripted(results))
+    pair.rescript(results)  # each side runs its own body, answering the same values in order
     for index in range(len(results)):
         pair.call_and_spoil({"sku": "A100", "region": "seoul", "limit": 1}, f"run-{index}")
 
@@ -237,8 +248,7 @@ def test_a_key_that_only_looks_declared_is_not_shared_between_answers() -> None:
     answer shares that key object and a caller's change to it reaches the next caller."""
     results = [_rows_keyed_by(_TaggedKey("store"))]
     pair = Pair("stock_lookup")
-    pair.gate = Gate({"stock_lookup": {**TOOLS["stock_lookup"], "fn": _scripted(results)}})
-    pair.read, pair.counts, pair.memo = FUSED.fused_stock_read(_scripted(results))
+    pair.rescript(results)
     args = {"sku": "A100", "region": "seoul", "limit": 1}
     for answer in pair.call(args):  # the misses: each side's value is its body's own
         assert answer["ok"]
@@ -249,3 +259,19 @@ def test_a_key_that_only_looks_declared_is_not_shared_between_answers() -> None:
     for answer in pair.call(args):
         (key,) = [k for k in answer["value"]["rows"][0] if k != "count"]
         assert key.tag == "original"
+
+
+def test_the_reference_evicts_by_bytes_as_the_gate_does() -> None:
+    """A budget of a few entries' weight and room for a thousand values: what is evicted is
+    what the bytes push out, weighed alike (the Pair checks both totals after each call),
+    with run ids and skus of every length."""
+    pair = Pair("stock_lookup", max_bytes=600)
+    for step in range(60):
+        run = "r" * (step % 9) if step % 4 else None
+        args = {"sku": ("A100", "B200", "C300", "Z" * (step % 40))[step % 4],
+                "region": ("seoul", "jeju", "busan")[step % 3], "limit": 1 + step % 2}
+        pair.call_and_spoil(args, run)
+    stats = pair.gate.stats("stock_lookup")
+    assert stats.evicted > 0
+    assert 0 < pair.gate.cache.bytes <= 600
+    assert 1 < len(pair.memo) < 10  # bounded by bytes, not by its size of 1,024
