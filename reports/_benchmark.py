@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BENCH_SCRIPT", "measure_benchmark"]
+__all__ = ["BENCH_SCRIPT", "load_script", "measure_benchmark"]
 
 #: The benchmark lives beside the package in the repository, not in the library.
 BENCH_SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "bench_gate.py"
@@ -18,6 +18,17 @@ KEPT = ("method", "quick", "rounds", "load_before", "logging", "ratios", "target
         "passed")
 
 
+def load_script(path: Path, name: str) -> Any:
+    """The bench script at ``path``, imported as module ``name`` (not a package of ours)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None or not path.exists():
+        raise FileNotFoundError(f"the benchmark script is missing: {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
 def measure_benchmark() -> dict[str, Any]:
     """Run ``bench/bench_gate.py``'s quick plan; ratios to a bare call and every target.
 
@@ -25,11 +36,5 @@ def measure_benchmark() -> dict[str, Any]:
     half of those ratios and its verdict, or ``available: False`` when the gate
     under test lacks the API it times.
     """
-    spec = importlib.util.spec_from_file_location("agtool_bench_gate", BENCH_SCRIPT)
-    if spec is None or spec.loader is None or not BENCH_SCRIPT.exists():
-        raise FileNotFoundError(f"the benchmark script is missing: {BENCH_SCRIPT}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    figures: dict[str, Any] = module.measure(quick=True)
+    figures: dict[str, Any] = load_script(BENCH_SCRIPT, "agtool_bench_gate").measure(quick=True)
     return {key: figures[key] for key in KEPT}

@@ -12,10 +12,11 @@ the servers' own timing make the counts vary a little between machines, so
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from ._benchmark import load_script
 
 __all__ = ["REAL_SERVERS_HEADING", "measure_real_servers", "render_real_servers"]
 
@@ -27,19 +28,9 @@ SEED, EXAMPLES, TIMEOUT = 0, 5, 10.0
 COLUMNS = ("tools", "items", "failed", "warned", "inconclusive", "skipped", "passed", "seconds")
 
 
-def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location("agtool_bench_harness_real", BENCH_SCRIPT)
-    if spec is None or spec.loader is None or not BENCH_SCRIPT.exists():
-        raise FileNotFoundError(f"the benchmark script is missing: {BENCH_SCRIPT}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def measure_real_servers(progress: Any) -> dict[str, Any]:
+def measure_real_servers(progress: Callable[[str], None]) -> dict[str, Any]:
     """Check every installed server; ``measured: False`` with why, where none is."""
-    bench = _bench()
+    bench = load_script(BENCH_SCRIPT, "agtool_bench_harness_real")
     names = [name for name in bench.SERVERS if bench.installed(bench.SERVERS[name])]
     if not names:
         return {"measured": False,
