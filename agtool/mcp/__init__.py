@@ -60,8 +60,6 @@ from ._proxy import (
     Upstream,
     proxy_server,
     serve_upstream,
-    stdin_lines,
-    stdout_lines,
 )
 from ._rates import Rates
 from ._serve import (
@@ -73,6 +71,7 @@ from ._serve import (
     build_server,
     result_of,
 )
+from ._stdio import stdio_lines
 from ._upstream import DEFAULT_RESTARTS
 
 __all__ = [
@@ -251,9 +250,9 @@ async def aproxy(command: Sequence[str] = (), *, url: str | None = None,
                 await serve_upstream(upstream, mcp_server,
                                      lambda served: aserve_http(served, http))
                 return
-            with stdout_lines() as stdout:
+            async with stdio_lines() as (stdin, stdout):
                 await serve_upstream(upstream, mcp_server,
-                                     lambda served: aserve_stdio(served, stdin_lines(), stdout))
+                                     lambda served: aserve_stdio(served, stdin, stdout))
 
 
 @contextlib.contextmanager

@@ -21,21 +21,14 @@ after it was restarted, and the decisions are made again on that listing.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import math
-import queue
 import secrets
-import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import anyio.from_thread
-import anyio.lowlevel
 import mcp.types as types
 from mcp.server.lowlevel import Server
 
@@ -55,8 +48,7 @@ from ._upstream import (
 )
 
 __all__ = ["DEFAULT_UPSTREAM_TIMEOUT", "UPSTREAM_TOOL_ERROR", "Served", "Upstream",
-           "UpstreamUnavailable", "gated_table", "proxy_server", "serve_upstream", "stdin_lines",
-           "stdout_lines"]
+           "UpstreamUnavailable", "gated_table", "proxy_server", "serve_upstream"]
 
 _log = logging.getLogger("agtool")
 #: Seconds an upstream call may take before it is answered ``timeout``: an upstream
@@ -363,101 +355,3 @@ async def serve_upstream(upstream: Upstream, mcp_server: Server[Any],
     if upstream.gone.is_set():
         raise UpstreamUnavailable(f"the upstream server {upstream.label!r} was lost and "
                                   f"could not be restarted")
-
-
-class _Lines:
-    """Lines of stdin for ``stdio_server``, read by a daemon thread of their own.
-
-    The SDK's reader waits for each line in a worker thread that cannot be
-    cancelled, nor left behind at exit: a proxy whose upstream is lost for good
-    would wait for its client's next line before it could exit.
-    """
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-        self._receive: Any = None
-
-    def __aiter__(self) -> _Lines:
-        send, self._receive = anyio.create_memory_object_stream[str](math.inf)
-        hand_over = _handing_over()
-
-        def read() -> None:
-            try:
-                for line in iter(self._stream.readline, ""):
-                    hand_over(send.send_nowait, line)
-            except Exception:  # noqa: S110 - the loop is gone, or stdin broke: the lines end
-                pass
-            finally:
-                with contextlib.suppress(Exception):
-                    hand_over(send.close)
-
-        threading.Thread(target=read, name="agtool-stdin", daemon=True).start()
-        return self
-
-    async def __anext__(self) -> str:
-        try:
-            line: str = await self._receive.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-        return line
-
-
-def _handing_over() -> Callable[..., object]:
-    """How a thread hands a call to this event loop: without waiting for it where it can."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # another event loop (trio): anyio's round trip
-        token = anyio.lowlevel.current_token()
-        return lambda function, *args: anyio.from_thread.run_sync(function, *args, token=token)
-    return loop.call_soon_threadsafe
-
-
-def stdin_lines() -> Any:
-    """This process's stdin as ``_Lines`` (fd 0 is read, never closed)."""
-    return _Lines(open(0, encoding="utf-8", errors="replace", closefd=False))
-
-
-class _Output:
-    """stdout for ``stdio_server``: each message handed to a daemon thread, never waited on.
-
-    The SDK's writer waits for a worker thread twice per message (write, flush):
-    a proxy pays that on every answer. Here the event loop only queues the text;
-    the thread writes it, and flushes whenever nothing else is waiting.
-    """
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._write_all, name="agtool-stdout",
-                                        daemon=True)
-        self._thread.start()
-
-    async def write(self, text: str) -> None:
-        self._queue.put(text)
-
-    async def flush(self) -> None:
-        """Nothing to wait for: the thread flushes as soon as its queue is empty."""
-
-    def _write_all(self) -> None:
-        try:
-            while (text := self._queue.get()) is not None:
-                self._stream.write(text)
-                if self._queue.empty():
-                    self._stream.flush()
-        except (OSError, ValueError):  # the client closed its end: nothing more can reach it
-            return
-
-    def close(self, timeout: float) -> None:
-        """Write what is queued (waiting at most ``timeout`` seconds), then stop."""
-        self._queue.put(None)
-        self._thread.join(timeout)
-
-
-@contextlib.contextmanager
-def stdout_lines(timeout: float = 2.0) -> Iterator[_Output]:
-    """This process's stdout as ``_Output``, flushed when the block ends (fd 1 never closed)."""
-    output = _Output(open(1, "w", encoding="utf-8", closefd=False))  # noqa: SIM115
-    try:
-        yield output
-    finally:
-        output.close(timeout)
