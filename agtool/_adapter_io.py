@@ -22,6 +22,10 @@ from ._answers import unrenderable
 
 __all__ = ["answer_text", "model_args", "rendered"]
 
+#: ``json.dumps(answer, ensure_ascii=False, default=repr)`` without making its encoder anew
+#: on every call, as ``json.dumps`` does for any argument of its own.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, default=repr).encode
+
 
 def model_args(raw: object) -> object:
     """The model's args as the gate must see them: JSON text parsed, anything else as given.
@@ -54,7 +58,9 @@ def rendered(answer: dict[str, Any], default: Callable[[Any], Any] = repr
     as ``json.dumps`` calls it; one that raises makes the answer unrenderable.
     """
     try:
-        return answer, json.dumps(answer, ensure_ascii=False, default=default)
+        text = _ENCODE(answer) if default is repr else \
+            json.dumps(answer, ensure_ascii=False, default=default)
+        return answer, text
     except Exception:  # TypeError, ValueError, RecursionError, or the default's own
         refusal = unrenderable(None, _request_id(answer))
         return refusal, json.dumps(refusal, ensure_ascii=False)

@@ -18,14 +18,15 @@ dry_run)``, answering the envelope. ``compile_model_entry`` makes the entry of
 whether a call may take the compiled read (``_emit_guard``): a plain call,
 the table's entry still the one compiled, and nobody recording (else the
 compiled read is run by the gate's recorder). An ``async def`` body's are
-coroutines (``acall_tool``).
+coroutines (``acall_tool``), and so are a sync body's async entries, which
+run only the body in a worker thread (``hop``).
 """
 
 from __future__ import annotations
 
 import logging
 import types
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from inspect import isawaitable
 from typing import Any, NamedTuple
 
@@ -166,7 +167,8 @@ def compile_model_entry(contract: ToolContract, fast: Callable[..., Any], guard:
 def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Memo, ttl: float,
                  copy_result: Callable[[Any], Any] | None, *, is_async: bool,
                  raised: Fallback, handed_back: Fallback,
-                 guard: Guard | None = None) -> Callable[..., Any]:
+                 guard: Guard | None = None,
+                 hop: Callable[..., Awaitable[Any]] | None = None) -> Callable[..., Any]:
     """``fast(args, echo, run_id)`` for a plain read: its ``Outcome``; with ``guard``, the
     entry ``entry(args, echo, scope, run_id, step_id, approvals, dry_run)``: its envelope.
 
@@ -174,6 +176,10 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
     ``raised(snapshot, exc)`` answers the ``Outcome`` of a body that raised,
     ``handed_back(snapshot, key, value)`` that of a sync body that handed back
     an awaitable. ``ttl`` 0 is a read never remembered.
+
+    ``hop(fn, args)`` (async only) runs a sync body off the event loop, so that
+    only the body is in a worker thread: the checks, the memo and the answer
+    stay on the loop, and a hit never leaves it.
     """
     outcome = guard is None
     answers = _Answers(outcome)
@@ -186,6 +192,7 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
         memo_touch=memo.entries.move_to_end, memo_clock=memo.clock, fn=contract.fn,
         freeze=freeze, TTL=ttl, COPY=copy_result, raised=raised,
         handed_back=handed_back, isawaitable=isawaitable, Coroutine=types.CoroutineType,
+        hop=hop,
         NEW=tuple.__new__, Outcome=Outcome, HIT=HIT, ANSWERED=ANSWERED)
     emit = emitter.emit
     if guard is not None:
@@ -205,7 +212,7 @@ def compile_read(contract: ToolContract, version: str, counts: Counts, memo: Mem
 
     emit(1, "counts.runs += 1")
     emit(1, "try:")
-    emit(2, "result = fn(**snapshot)")
+    emit(2, "result = fn(**snapshot)" if hop is None else "result = await hop(fn, snapshot)")
     if is_async:
         emit(2, "if type(result) is Coroutine or isawaitable(result):")
         emit(3, "result = await result")

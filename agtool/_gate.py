@@ -340,7 +340,7 @@ class Gate(Queries):
     async def _arecorded(self, tool: Tool, args: object, echo: object,
                          run_id: object) -> Entered:
         started = time.perf_counter()
-        outcome: Outcome = await tool.fast(args, echo, run_id)  # type: ignore[misc]
+        outcome: Outcome = await tool.afast(args, echo, run_id)  # type: ignore[misc]
         request_id = f"{self._id_prefix}{next(self._ids)}"
         self._record(request_id, tool.name, tool, outcome, started)
         return Entered(outcome, request_id, tool)

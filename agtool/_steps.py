@@ -54,6 +54,7 @@ from ._compile import (
 from ._contract import ToolContract
 from ._errors import NotApplied
 from ._fastpath import Guard, compile_key_call, compile_model_entry, compile_read
+from ._hop import in_thread
 from ._keys import Keys
 from ._memo import MISS, Memo, compile_key, freeze, thaw
 from ._outcome import HIT, PLAN, REPLAY, Envelope, Outcome, failure, success
@@ -161,11 +162,11 @@ class Runtime:
 class Tool:
     """One table entry compiled: its contract, its checks, its counters, its entries."""
 
-    __slots__ = ("acall_for_model", "acall_tool", "args", "call_for_model", "call_tool",
-                 "check_args", "check_result", "contract", "copy_result", "counts", "entry",
-                 "fast", "fn", "hash", "in_gate_scope", "is_async", "key_call", "key_of", "name",
-                 "needs_approval", "redacts", "redacts_args", "returns", "risk", "shown_name",
-                 "timeout", "ttl", "weigh_result", "writes")
+    __slots__ = ("acall_for_model", "acall_tool", "afast", "args", "call_for_model",
+                 "call_tool", "check_args", "check_result", "contract", "copy_result", "counts",
+                 "entry", "fast", "fn", "hash", "in_gate_scope", "is_async", "key_call", "key_of",
+                 "name", "needs_approval", "redacts", "redacts_args", "returns", "risk",
+                 "shown_name", "timeout", "ttl", "weigh_result", "writes")
     #: Its entry for each of the gate's entry points (``ENTRY_POINTS``), called with the
     #: gate's keywords in ``Call``'s order: ``(args, echo, scope, run_id, step_id, approvals,
     #: dry_run)``; an async point's answers a coroutine.
@@ -215,20 +216,27 @@ class Tool:
             compile_key_call(contract, self.hash)
         #: The plain read's steps compiled into one function (``_fastpath``), answering the
         #: ``Outcome`` (sync or async, as the body is); ``None`` where they do not apply.
+        #: (An async body's sync entries take the general steps, which run it to its end.)
         self.fast: Callable[..., Any] | None = None
+        #: ``fast`` for the async entry points: ``fast`` itself for an async body; for a
+        #: sync one, a coroutine that runs only the body in a worker thread.
+        self.afast: Callable[..., Any] | None = None
         # Only for a caller in the gate's own scope, which never changes.
         # (Nor for sensitive args: the compiled key would hold them; ``key_of`` does not.)
         # (Nor where the schema is checked apart: the compiled read knows only the specs.)
         if self.in_gate_scope and not (self.writes or self.needs_approval or self.redacts_args
                                        or self.timeout is not None or apart):
-            self.fast = self._compiled(runtime, None)
+            self.fast = self._compiled(runtime, None, self.is_async)
+            self.afast = self.fast if self.is_async else self._compiled(runtime, None, True)
         for point in ENTRY_POINTS:
             setattr(self, point, self._entry(runtime, point))
 
-    def _compiled(self, runtime: Runtime, guard: Guard | None) -> Callable[..., Any]:
+    def _compiled(self, runtime: Runtime, guard: Guard | None, asynchronous: bool
+                  ) -> Callable[..., Any]:
         return compile_read(
             self.contract, self.hash, self.counts, runtime.memo, self.ttl, self.copy_result,
-            is_async=self.is_async, guard=guard,
+            is_async=asynchronous, guard=guard,
+            hop=in_thread if asynchronous and not self.is_async else None,
             raised=lambda snapshot, exc: _raised(runtime, Ready(self, snapshot, None, None), exc),
             handed_back=lambda snapshot, key, value: _ran(
                 runtime, Ready(self, snapshot, key, None), lambda: finish_here(value)))
@@ -237,14 +245,16 @@ class Tool:
         """This tool's entry for the gate's entry point ``point`` (see ``ENTRY_POINTS``)."""
         entries = runtime.entries
         general = entries.general[point]
-        if self.fast is None or point.startswith("a") != self.is_async:
+        asynchronous = point.startswith("a")
+        fast = self.afast if asynchronous else self.fast
+        if fast is None or (self.is_async and not asynchronous):
             return _general_entry(self.name, general)
         guard = Guard(runtime.table, self.entry, runtime, general,
                       functools.partial(entries.recorded[point], self))
         if point.endswith("for_model"):
-            return compile_model_entry(self.contract, self.fast, guard, entries.ids,
-                                       self.redacts, is_async=self.is_async)
-        return self._compiled(runtime, guard)
+            return compile_model_entry(self.contract, fast, guard, entries.ids,
+                                       self.redacts, is_async=asynchronous)
+        return self._compiled(runtime, guard, asynchronous)
 
     def snapshot(self, args: object, echo: object) -> dict[str, Any] | str:
         """The checked plain copy of ``args`` the body runs on, or a reason."""

@@ -7,8 +7,10 @@ runs inside the bodies, and builds expected values from the stock table itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import gc
+import os
 import threading
 import warnings
 from collections.abc import Callable, Coroutine
@@ -18,6 +20,8 @@ import pytest
 
 import agtool.tools as tools
 from agtool import Gate
+from agtool import _hop as hop
+from agtool._hop import MAX_WORKERS
 
 VALID: dict[str, Any] = {"sku": "A100", "region": "seoul", "limit": 2}
 
@@ -398,6 +402,142 @@ def test_cancelling_the_awaiting_task_propagates(sync_body: bool) -> None:
         return "answered", task.cancelled()
 
     assert asyncio.run(main()) == ("propagated", True)
+
+
+def test_a_cancelled_sync_read_drops_its_late_value_quietly() -> None:
+    """A sync read body whose caller was cancelled finishes in its worker; its value answers
+    nobody, and the loop is handed no error for it (no answer set on a cancelled future)."""
+    release, finished = threading.Event(), threading.Event()
+    loop_errors: list[dict[str, Any]] = []
+
+    def body() -> dict[str, Any]:
+        state["loop"].call_soon_threadsafe(state["started"].set)
+        release.wait(5.0)
+        finished.set()
+        return {}
+
+    state: dict[str, Any] = {}
+    gate = Gate({"t": {"fn": body, "args": {}, "returns": {}}})
+
+    async def main() -> bool:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _, context: loop_errors.append(context))
+        state["started"], state["loop"] = asyncio.Event(), loop
+        task = asyncio.create_task(gate.acall_tool("t", {}))
+        await state["started"].wait()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        release.set()
+        while not finished.is_set():
+            await asyncio.sleep(0.001)
+        for _ in range(20):  # the worker's answer reaches the loop as a callback
+            await asyncio.sleep(0.001)
+        return task.cancelled()
+
+    assert asyncio.run(main()) is True
+    assert loop_errors == []
+    assert gate.stats("t").runs == 1
+
+
+def test_a_sync_read_body_raising_stop_iteration_is_answered_on_the_async_path() -> None:
+    """No future can hold a StopIteration (``asyncio.to_thread`` never answers one): the
+    async twins answer it as a coroutine's, ``raised:RuntimeError``, and do not hang."""
+    runs = [0]
+
+    def body() -> dict[str, Any]:
+        runs[0] += 1
+        raise StopIteration
+
+    gate = Gate({"t": {"fn": body, "args": {}, "returns": {}}})
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        envelope = await asyncio.wait_for(gate.acall_tool("t", {}), 10)
+        answer = await asyncio.wait_for(gate.acall_for_model("t", {}), 10)
+        return envelope, answer
+
+    envelope, answer = asyncio.run(main())
+    assert envelope == refused("raised:RuntimeError")
+    assert answer["error"]["details"]["reason"] == "raised:RuntimeError"
+    assert runs[0] == 2
+
+
+def test_more_concurrent_sync_reads_than_workers_all_run_and_at_most_that_many_at_once(
+) -> None:
+    """Sync read bodies called at once from the async path run off the loop, at most
+    ``MAX_WORKERS`` at a time; the rest wait their turn and every one is answered."""
+    calls = 3 * MAX_WORKERS
+    lock = threading.Lock()
+    running, most, threads = [0], [0], set()
+    enough = threading.Event()
+
+    def body(n: int) -> dict[str, Any]:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            threads.add(threading.get_ident())
+            if running[0] == MAX_WORKERS:
+                enough.set()
+        enough.wait(5.0)  # the first ones hold their workers until all of them are busy
+        with lock:
+            running[0] -= 1
+        return {"n": n}
+
+    gate = Gate({"t": {"fn": body, "args": {"n": {"type": "int"}},
+                       "returns": {"n": {"type": "int"}}}})
+
+    async def main() -> list[dict[str, Any]]:
+        return await asyncio.gather(*(gate.acall_tool("t", {"n": n}) for n in range(calls)))
+
+    envelopes = asyncio.run(main())
+    assert [envelope["value"] for envelope in envelopes] == [{"n": n} for n in range(calls)]
+    assert enough.is_set()
+    assert most[0] == MAX_WORKERS
+    assert len(threads) <= MAX_WORKERS
+    assert gate.stats("t").runs == calls
+
+
+def test_sync_reads_called_one_after_another_start_no_worker_per_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker is free before its caller is answered, so a caller that calls again at once
+    finds it free: calls made one at a time start one worker at most, not one per call."""
+    def body(n: int) -> dict[str, Any]:
+        return {"n": n}
+
+    gate = Gate({"t": {"fn": body, "args": {"n": {"type": "int"}},
+                       "returns": {"n": {"type": "int"}}}})
+
+    async def main() -> None:
+        for n in range(300):
+            assert (await gate.acall_tool("t", {"n": n}))["value"] == {"n": n}
+
+    workers = hop._Workers()  # none started yet: the shared ones may be, by earlier tests
+    monkeypatch.setattr(hop, "_workers", workers)
+    asyncio.run(main())
+    assert workers.started == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_starts_its_own_workers() -> None:
+    """A child forked after the parent's async calls has none of its workers: it starts its
+    own, instead of waiting for ever on a worker counted free that is not there."""
+    def body(n: int) -> dict[str, Any]:
+        return {"n": n}
+
+    gate = Gate({"t": {"fn": body, "args": {"n": {"type": "int"}},
+                       "returns": {"n": {"type": "int"}}}})
+    assert asyncio.run(gate.acall_tool("t", {"n": 1}))["value"] == {"n": 1}  # a worker, free
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads running
+        pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if answered
+        try:
+            answer = asyncio.run(asyncio.wait_for(gate.acall_tool("t", {"n": 2}), 10))
+            os._exit(0 if answer["value"] == {"n": 2} else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 class _Interrupt:

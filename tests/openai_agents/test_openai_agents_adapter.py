@@ -10,9 +10,11 @@ is exported. Body runs are counted by the tools themselves.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib
 import json
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +30,10 @@ from agtool.openai_agents import function_tools, gate_guardrail
 
 #: No trace leaves the process, and the run has an id to key writes by.
 CONFIG = RunConfig(tracing_disabled=True, group_id="conv-1")
+#: A context variable a caller sets around a run: a sync body must still see it.
+CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="unset")
+#: Valid args of the desk's search, but for its limit.
+SEARCH = {"status": "open", "assignee": None}
 
 
 
@@ -216,6 +222,37 @@ def test_the_guardrail_checks_an_agents_own_tool(run: Run) -> None:
     assert handed["w"]["error"]["code"] == "UNKNOWN_TOOL"
     assert desk.searches == [2]
     assert desk.refunds == []
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_parallel_calls_of_a_sync_body_run_at_once_off_the_loop_in_the_runs_context(
+        run: Run) -> None:
+    """Two parallel calls of a gated sync body: each runs in a worker thread, not the run's
+    own, both at once (each waits for the other), and each sees the context variable the
+    caller set before the run, as the SDK's own ``function_tool`` body would."""
+    both = threading.Barrier(2, timeout=5.0)
+    seen: list[tuple[int, str]] = []
+
+    def search(status: str, limit: int, assignee: str | None = None) -> dict[str, Any]:
+        seen.append((threading.get_ident(), CALLER.get()))
+        both.wait()  # a second call that waits for the first to end breaks the barrier
+        return {"tickets": ROWS[:limit]}
+
+    table = {"search_tickets": {**Desk().table["search_tickets"], "fn": search}}
+    model = ScriptedModel([[function_call("search_tickets", {**SEARCH, "limit": n},
+                                          call_id=f"c{n}") for n in (1, 2)],
+                           [assistant_message("done")]])
+    agent = Agent(name="desk", model=model, tools=function_tools(Gate(table)))
+    token = CALLER.set("the caller")
+    try:
+        handed = outputs(run(agent, "tickets?"))
+    finally:
+        CALLER.reset(token)
+    assert {call_id: answer["data"] for call_id, answer in handed.items()} == {
+        "c1": {"tickets": ROWS[:1]}, "c2": {"tickets": ROWS[:2]}}
+    assert sorted(value for _, value in seen) == ["the caller", "the caller"]
+    assert threading.get_ident() not in {ident for ident, _ in seen}
+    assert len({ident for ident, _ in seen}) == 2
 
 
 def test_the_adapters_refuse_what_is_not_a_gate_or_a_tool() -> None:
