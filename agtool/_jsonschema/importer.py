@@ -494,6 +494,8 @@ class _Importer:
             spec = found
             spec.pop("description", None)
             if spec["type"] == "any" and "any_of" not in spec and "one_of" not in spec:
+                if keyword == "oneOf":
+                    self.checked_apart(keyword)  # then only values no other branch takes
                 return self.described({"type": "any"}, node, where, note)  # one takes all
             if spec["type"] == "any" and (keyword == "anyOf") == ("any_of" in spec):
                 specs.extend(spec.get("any_of", spec.get("one_of", [])))  # flattened

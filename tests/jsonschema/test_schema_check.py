@@ -609,3 +609,27 @@ def test_the_schema_check_is_jsonschemas_on_drawn_applicators(schema: Any,
     oracle = Draft202012Validator(schema)
     for value in values:
         assert check(value) == oracle.is_valid(value), (schema, value)
+
+
+@settings(max_examples=max(100, settings().max_examples * 2))
+@given(schema=_SCHEMAS, values=st.lists(_JSON, min_size=1, max_size=4))
+def test_the_gate_on_a_drawn_import_never_passes_what_jsonschema_refuses(
+        schema: Any, values: list[Any]) -> None:
+    """Imported (or refused by SchemaError, never another error), the contract misses no
+    check the schema states, as an argument and as a result: the specs may be looser (the
+    schema check then decides) or stricter where IMPORT_DIFFERENCES says, never looser."""
+    defs = schema.pop("$defs")
+    wrapped = {"type": "object", "properties": {"x": schema}, "required": ["x"],
+               "$defs": defs}
+    oracle = Draft202012Validator(wrapped)
+    for output in (False, True):
+        try:
+            entry = from_json_schema({"type": "object"} if output else wrapped,
+                                     output=wrapped if output else None, fn=_body, name="t")
+        except SchemaError:
+            continue
+        gate = Gate({"t": entry})
+        for value in values:
+            reason = (gate.validate_result("t", {"x": value}) if output
+                      else gate.validate_args("t", {"x": value}))
+            assert reason != "" or oracle.is_valid({"x": value}), (wrapped, value, output)
