@@ -524,6 +524,7 @@ class _Importer:
         value keeps both (the branch then takes nothing)."""
         inner, where, _ = self.deref(node, where)
         if inner is not _CUT:
+            shared = _for_types(shared, inner.get("type"))
             clash = sorted(set(shared) & set(inner) - {"type"} - _ANNOTATIONS)
             if clash or ("type" in shared and "type" in inner
                          and shared["type"] != inner["type"]):
@@ -917,6 +918,17 @@ def _meet(one: list[str], two: list[str]) -> list[str]:
     met = [kind for kind in one if kind in two or (kind == "integer" and "number" in two)]
     return met + [kind for kind in two if kind == "integer" and "number" in one
                   and kind not in met]
+
+
+def _for_types(shared: Mapping[str, Any], kind: object) -> Mapping[str, Any]:
+    """The keywords beside a union that hold for a branch of type ``kind``: another
+    type's (``unevaluatedProperties`` beside a string branch) says nothing of its values."""
+    kinds = _type_list(kind) if kind is not None else None
+    if not kinds:
+        return shared
+    allowed = set().union(*(_TYPE_KEYWORDS.get(each, frozenset()) for each in kinds))
+    return {key: value for key, value in shared.items()
+            if not _is_typed(key) or key in allowed}
 
 
 def _is_typed(keyword: str) -> bool:

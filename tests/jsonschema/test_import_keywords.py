@@ -439,6 +439,11 @@ IMPORT_EDGES = [
         {"properties": {"k": {"const": "a"}, "a": {"type": "integer"}}, "required": ["a"]},
         {"properties": {"k": {"const": "b"}, "b": {"type": "string"}}, "required": ["b"]}],
       "unevaluatedProperties": False}, {"k": "a", "b": "s"}, "args:type:x"),
+    # An object's keyword beside a union holds for its object branch, not a string one.
+    ({"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
+                {"type": "string"}], "unevaluatedProperties": False}, "s", ""),
+    ({"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
+                {"type": "string"}], "unevaluatedProperties": False}, {"a": "s"}, "args:type:x"),
 ]
 
 
