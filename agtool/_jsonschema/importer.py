@@ -537,6 +537,10 @@ class _Importer:
                 inner = merged
             else:
                 inner = {**shared, **inner}
+            if keyword == "oneOf" and "type" not in inner:
+                # A type inferred for a branch is stricter than JSON Schema's, which lets
+                # this branch hold too for values of other types: the schema check counts.
+                self.checked_apart(keyword)
         return self.spec(inner, where, top=False)
 
     def several_types(self, node: Mapping[str, Any], where: str, note: str | None
