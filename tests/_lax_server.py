@@ -62,9 +62,9 @@ def delete_everything(confirm: bool) -> str:
 
 @app.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
 def days_until(day: Annotated[datetime.date, Field(
-        json_schema_extra={"unevaluatedProperties": False})]) -> str:
-    """``unevaluatedProperties`` beside ``format: date``: a keyword the gate does not check,
-    so no exact contract."""
+        json_schema_extra={"not": {"$ref": "https://example.com/holiday.json"}})]) -> str:
+    """A remote ``$ref`` beside ``format: date``: a schema the gate cannot read without the
+    network, so no exact contract."""
     _ran("days_until", day=str(day))
     return str((day - datetime.date(2026, 1, 1)).days)
 

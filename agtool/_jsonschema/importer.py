@@ -9,7 +9,6 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple, NoReturn
-from urllib.parse import unquote
 
 from .._contract import parse_entry
 from .._errors import ContractError, SchemaError
@@ -18,7 +17,7 @@ from .._patterns import pattern_problem
 from .._reasons import shown
 from .ecma import _re2_escapes, gate_pattern
 from .export import _JSON_TYPES, ECHO_KEYWORD, ECHO_NOTE, _escape
-from .schema_check import compile_schema_check, resolve_ref
+from .schema_check import compile_schema_check, json_equal, ref_pointer, resolve_ref
 
 __all__ = ["IMPORT_DIFFERENCES", "RECURSION_DEPTH", "ImportDifference", "from_json_schema",
            "open_objects", "schema_is_open"]
@@ -41,7 +40,7 @@ _DIALECT_TYPES = {json_type: name for name, json_type in _JSON_TYPES.items()}
 #: ``format`` is read apart: the formats of ``STRING_FORMATS`` are checked, others named.)
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment",
                           "deprecated", "readOnly", "writeOnly", "contentMediaType",
-                          "contentEncoding", "$id", "$anchor", "format"})
+                          "contentEncoding", "$id", "$anchor", "$dynamicAnchor", "format"})
 _BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
 #: Keywords the dialect has no spec for: the spec says the rest, and the whole schema
 #: is checked apart too (``schema_check``), after the specs, so that both must hold.
@@ -49,7 +48,7 @@ _CHECKED_APART = frozenset({"multipleOf", "uniqueItems", "prefixItems", "contain
                             "minContains", "maxContains", "patternProperties",
                             "propertyNames", "minProperties", "maxProperties",
                             "dependentRequired", "dependentSchemas", "not", "if", "then",
-                            "else"})
+                            "else", "unevaluatedProperties", "unevaluatedItems"})
 #: Those of them that hold for a value of any type (the rest are a type's keywords).
 _ANY_TYPE_APART = frozenset({"not", "if", "then", "else"})
 _TYPE_KEYWORDS = {
@@ -58,24 +57,31 @@ _TYPE_KEYWORDS = {
     "number": frozenset({"enum", "const", "multipleOf"}) | _BOUNDS,
     "boolean": frozenset({"enum", "const"}),
     "array": frozenset({"items", "minItems", "maxItems", "uniqueItems", "prefixItems",
-                        "contains", "minContains", "maxContains"}),
+                        "contains", "minContains", "maxContains", "unevaluatedItems"}),
     "object": frozenset({"properties", "required", "additionalProperties",
                          "patternProperties", "propertyNames", "minProperties",
-                         "maxProperties", "dependentRequired", "dependentSchemas"}),
+                         "maxProperties", "dependentRequired", "dependentSchemas",
+                         "unevaluatedProperties"}),
 }
 #: Keywords that combine schemas: read as a union (``anyOf``/``oneOf``) or merged
-#: (an ``allOf`` of one schema, as pydantic writes a described ``$ref``).
+#: (``allOf``, see ``_merge``).
 _UNIONS = ("anyOf", "oneOf")
+#: What an ``allOf`` merges exactly: the tightest bound, the named keys of every branch.
+_LOWS = ("minimum", "exclusiveMinimum", "minLength", "minItems")
+_HIGHS = ("maximum", "exclusiveMaximum", "maxLength", "maxItems")
+#: Keywords of which a merge keeps the first: each branch's holds, the rest are checked apart.
+_FIRST_KEPT = ("pattern", "format", ECHO_KEYWORD, "anyOf", "oneOf")
+#: A root's keywords that say nothing of a value there.
+_DOCUMENT_KEYWORDS = frozenset({"$schema", "$defs", "definitions"})
 _SPEC_KEYS = {"enum": "allowed", "const": "allowed", "minimum": "min", "maximum": "max",
               "minLength": "min_len", "maxLength": "max_len", "minItems": "min_len",
               "maxItems": "max_len", "pattern": "pattern"}
-_ROOT_KEYWORDS = frozenset({"type", "$schema", "$defs", "definitions"}) | _ANNOTATIONS \
+_ROOT_KEYWORDS = frozenset({"type", "allOf"}) | _DOCUMENT_KEYWORDS | _ANNOTATIONS \
     | _TYPE_KEYWORDS["object"]
 _NULL_HINT = ("null is read by the gate only as an optional key's 'not given' ([T, \"null\"] "
               "or an anyOf of one schema and {\"type\": \"null\"} on a property); a list "
               "item, a whole schema or a value that is only null cannot be null")
 _HINTS = {
-    "allOf": "an allOf of several schemas is an intersection the dialect cannot say",
     "nullable": _NULL_HINT,
 }
 #: What deref answers for a recursive reference met too deep: a mapping, told apart by identity.
@@ -122,8 +128,9 @@ IMPORT_DIFFERENCES: Mapping[str, ImportDifference] = MappingProxyType({
         False),
     "patternProperties": ImportDifference(
         "Top-level arguments are closed whatever the schema says: an argument that only "
-        "patternProperties or a schema in additionalProperties admits is refused. Deeper, "
-        "such an object is a free-form dict whose keys the whole-schema check reads.", True),
+        "patternProperties, a schema in additionalProperties or one in "
+        "unevaluatedProperties admits is refused. Deeper, such an object is a free-form "
+        "dict whose keys the whole-schema check reads.", True),
 })
 
 
@@ -174,6 +181,19 @@ class _Importer:
         for key in ("$defs", "definitions"):
             if key in node and not isinstance(node[key], Mapping):
                 self.fail(f"/{key}", "must be an object of schemas")
+        if "allOf" in node:
+            # The arguments the branches name, together; what else they say, checked apart.
+            node = {**self.merged(node, "")[0], "type": "object"}
+            for keyword in set(node) - _ANNOTATIONS - {"type", "properties", "required",
+                                                         "additionalProperties"}:
+                self.checked_apart(keyword)
+        conditional = [name for name in _named_in_place(self.root, self.root, 0)
+                       if name not in node.get("properties", {})]
+        if conditional:
+            # An argument a then, a dependentSchemas or a union's branch names is one the
+            # schema admits (on a condition the schema check reads): any value, optional.
+            node = {**node, "properties": {**node.get("properties", {}),
+                                           **{name: {} for name in conditional}}}
         return self.members(node, "")
 
     def members(self, node: Mapping[str, Any], where: str) -> dict[str, dict[str, Any]]:
@@ -398,22 +418,46 @@ class _Importer:
                 spec[key], spec[f"{key}_exclusive"] = value, True
 
     def merged(self, node: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any], str]:
-        """An ``allOf`` of one schema merged into the node that holds it."""
+        """An ``allOf`` merged into the node that holds it (``_merge``).
+
+        An ``allOf`` of one schema beside annotations only (as pydantic writes a
+        described ``$ref``) is that schema. Otherwise the merge
+        admits every value the ``allOf`` admits, and where it may admit more (a
+        keyword dropped or only one of two kept), the whole schema is checked apart.
+        """
         branches = node.get("allOf")
         if branches is None:
             return node, where
-        if not isinstance(branches, list) or len(branches) != 1:
-            self.refuse(node, where, "allOf")
-        inner, inner_where, note = self.deref(branches[0], f"{where}/allOf/0")
-        if inner is _CUT:
-            return inner, inner_where
+        if not isinstance(branches, list) or not branches:
+            self.fail(f"{where}/allOf", "must be a non-empty list of schemas")
         outer = {key: value for key, value in node.items() if key != "allOf"}
-        clash = sorted(set(outer) & set(inner) - _ANNOTATIONS)
-        if clash:
-            self.fail(f"{where}/{_escape(clash[0])}", "is said both beside allOf and in it")
-        merged = {**inner, **outer}
+        parts: list[Mapping[str, Any]] = [outer]
+        note: str | None = None
+        for index, branch in enumerate(branches):
+            inner, inner_where, found = self.deref(branch, f"{where}/allOf/{index}")
+            note = found if note is None else note
+            if inner is _CUT:
+                continue  # deeper than the recursion is read: any value, as a $ref there
+            if "allOf" in inner:
+                self.schemas_deep += 1  # a hostile allOf nested a thousand times is refused
+                try:
+                    if self.schemas_deep >= _MAX_SCHEMA_DEPTH:
+                        self.fail(inner_where, f"schemas nest deeper than {_MAX_SCHEMA_DEPTH} "
+                                  f"levels")
+                    inner, _ = self.merged(inner, inner_where)
+                finally:
+                    self.schemas_deep -= 1
+            parts.append(inner)
+        if len(parts) == 2 and not set(outer) - _ANNOTATIONS:
+            merged: Mapping[str, Any] | None = {**parts[1], **outer}
+        else:
+            merged, exact = _merge(parts)
+            if merged is None or not exact:
+                self.checked_apart("allOf")
+        if merged is None:
+            merged = {}  # no value keeps every branch: the specs take any, the check none
         if "description" not in merged and note is not None:
-            merged["description"] = note
+            merged = {**merged, "description": note}
         return merged, where
 
     def union_keyword(self, node: Mapping[str, Any], where: str) -> str | None:
@@ -444,16 +488,26 @@ class _Importer:
         for index, branch in enumerate(node[keyword]):
             at = f"{where}/{keyword}/{index}"
             with self.frame():
-                spec = self.branch(branch, at, keyword, shared)
+                found = self.branch(branch, at, keyword, shared)
+            if found is None:
+                continue
+            spec = found
             spec.pop("description", None)
             if spec["type"] == "any" and "any_of" not in spec and "one_of" not in spec:
+                if keyword == "oneOf":
+                    self.checked_apart(keyword)  # then only values no other branch takes
                 return self.described({"type": "any"}, node, where, note)  # one takes all
             if spec["type"] == "any" and (keyword == "anyOf") == ("any_of" in spec):
                 specs.extend(spec.get("any_of", spec.get("one_of", [])))  # flattened
             elif spec["type"] == "any":
-                self.fail(at, "an anyOf inside a oneOf (or the reverse) is beyond the dialect")
+                # A union of the other kind: its branches, which take at least what it
+                # takes; how many of them hold is counted by the schema check.
+                specs.extend(spec.get("any_of", spec.get("one_of", [])))
+                self.checked_apart(keyword)
             else:
                 specs.append(spec)
+        if not specs:
+            return self.described({"type": "any"}, node, where, note)  # checked apart
         # A oneOf's branches read without their keywords checked apart may overlap where
         # JSON Schema's do not: the specs take any of them, and the schema check counts.
         one_of = keyword == "oneOf" and self.apart_met == apart_before
@@ -465,15 +519,28 @@ class _Importer:
         return union
 
     def branch(self, node: object, where: str, keyword: str, shared: Mapping[str, Any]
-               ) -> dict[str, Any]:
+               ) -> dict[str, Any] | None:
+        """A branch's spec with the keywords beside the union in it; ``None`` when no
+        value keeps both (the branch then takes nothing)."""
         inner, where, _ = self.deref(node, where)
         if inner is not _CUT:
+            shared = _for_types(shared, inner.get("type"))
             clash = sorted(set(shared) & set(inner) - {"type"} - _ANNOTATIONS)
             if clash or ("type" in shared and "type" in inner
                          and shared["type"] != inner["type"]):
-                self.fail(f"{where}/{_escape((clash or ['type'])[0])}", f"is said both "
-                          f"beside {keyword} and in this branch")
-            inner = {**shared, **inner}
+                # What the branch and the keywords beside the union both say, as allOf.
+                merged, exact = _merge([shared, inner])
+                if merged is None or not exact:
+                    self.checked_apart("allOf")
+                if merged is None:
+                    return None
+                inner = merged
+            else:
+                inner = {**shared, **inner}
+            if keyword == "oneOf" and "type" not in inner:
+                # A type inferred for a branch is stricter than JSON Schema's, which lets
+                # this branch hold too for values of other types: the schema check counts.
+                self.checked_apart(keyword)
         return self.spec(inner, where, top=False)
 
     def several_types(self, node: Mapping[str, Any], where: str, note: str | None
@@ -556,29 +623,36 @@ class _Importer:
             return node, where, None
         seen: list[str] = []
         note: str | None = None
-        while isinstance(node, Mapping) and "$ref" in node:
-            extra = sorted(set(node) - _ANNOTATIONS - {"$ref"})
+        while isinstance(node, Mapping) and ("$ref" in node or "$dynamicRef" in node):
+            keyword = "$ref" if "$ref" in node else "$dynamicRef"
+            extra = sorted(set(node) - _ANNOTATIONS - {keyword})
             if extra:
-                self.fail(f"{where}/{extra[0]}", "is not allowed beside $ref")
+                self.fail(f"{where}/{extra[0]}", f"is not allowed beside {keyword}")
+            if keyword == "$dynamicRef":
+                # Followed as $ref in one resource (the schema check refuses one with
+                # nested $id resources), and checked apart, to any depth.
+                self.checked_apart(keyword)
             if note is None and isinstance(node.get("description"), str):
                 note = node["description"]
-            ref = node["$ref"]
+            ref = node[keyword]
             if not isinstance(ref, str) or not ref.startswith("#"):
-                self.fail(f"{where}/$ref", f"only local references (#/...) are followed, "
-                          f"got {ref!r}")
+                self.fail(f"{where}/{keyword}", f"only local references (#/...) are "
+                          f"followed, got {ref!r}: one to another document cannot be "
+                          f"enforced without the network")
             if ref in seen:
-                self.fail(f"{where}/$ref", f"reference {ref!r} refers to itself and to no "
-                          f"schema")
+                self.fail(f"{where}/{keyword}", f"reference {ref!r} refers to itself and to "
+                          f"no schema")
             if ref in self.expanding and self.depth >= RECURSION_DEPTH:
-                self.warn(f"{where}/$ref", f"recursive reference {ref!r} is checked to "
-                          f"{RECURSION_DEPTH} levels of nesting; deeper, any JSON value "
-                          f"passes")
+                deeper = ("the whole-schema check reads it" if keyword == "$dynamicRef"
+                          else "any JSON value passes")
+                self.warn(f"{where}/{keyword}", f"recursive reference {ref!r} is checked to "
+                          f"{RECURSION_DEPTH} levels of nesting; deeper, {deeper}")
                 return _CUT, where, note
             seen.append(ref)
             target = resolve_ref(self.root, ref)
             if target is None:
-                self.fail(f"{where}/$ref", f"{ref!r} points at nothing")
-            node, where = target, unquote(ref[1:])
+                self.fail(f"{where}/{keyword}", f"{ref!r} points at nothing")
+            node, where = target, ref_pointer(self.root, ref)
         self.expanding.extend(seen)
         if not isinstance(node, Mapping):
             if node is True:
@@ -729,8 +803,141 @@ def _json_type_of(value: object) -> str | None:
 
 def _names_others(node: Mapping[str, Any]) -> bool:
     """Whether an object's schema says what keys beyond its named ones hold: then the
-    dialect's closed dict of named keys would refuse keys the schema admits."""
-    return "patternProperties" in node or isinstance(node.get("additionalProperties"), Mapping)
+    dialect's closed dict of named keys would refuse keys the schema admits. (With
+    ``unevaluatedProperties``, keys an ``if``/``then``/``else`` or a ``dependentSchemas``
+    names are admitted too, on a condition only the schema check reads.)"""
+    return "patternProperties" in node or isinstance(node.get("additionalProperties"), Mapping) \
+        or isinstance(node.get("unevaluatedProperties"), Mapping) \
+        or ("unevaluatedProperties" in node and ("if" in node or "dependentSchemas" in node))
+
+
+def _merge(parts: list[Mapping[str, Any]]) -> tuple[dict[str, Any] | None, bool]:
+    """One schema every value keeping all of ``parts`` keeps, and whether it is exact.
+
+    Types and values meet, bounds take the tightest, named keys and ``required``
+    join (a key named twice holds both schemas: an ``allOf`` of them), ``items``
+    hold together; of ``pattern``, ``format`` or a union it keeps the first;
+    anything else is dropped. ``None`` when no value keeps every part. Not
+    exact (the caller then checks the schema apart) when something was dropped.
+    """
+    merged: dict[str, Any] = {}
+    exact = True
+    types: list[str] | None = None
+    values: list[Any] | None = None
+    #: unevaluatedProperties admits keys a dropped if/then/else, dependentSchemas or union
+    #: evaluates: the merged object must then not be closed to the keys it names.
+    unevaluated = any(part.get("unevaluatedProperties", True) is not True for part in parts)
+    for part in parts:
+        for keyword, value in part.items():
+            if keyword in _DOCUMENT_KEYWORDS:
+                continue
+            if keyword in _ANNOTATIONS and keyword != "format":
+                merged.setdefault(keyword, value)
+            elif keyword == "type" and _type_list(value) is not None:
+                kinds = _type_list(value) or []
+                types = kinds if types is None else _meet(types, kinds)
+            elif keyword in ("enum", "const") and (keyword == "const" or isinstance(value, list)):
+                listed = [value] if keyword == "const" else value
+                values = listed if values is None else [
+                    kept for kept in values if any(json_equal(kept, each) for each in listed)]
+            elif keyword in _LOWS + _HIGHS and type(value) in (int, float):
+                tighter = max if keyword in _LOWS else min
+                merged[keyword] = tighter(merged.get(keyword, value), value)
+            elif keyword == "properties" and isinstance(value, Mapping):
+                named = merged.setdefault("properties", {})
+                for name, inner in value.items():
+                    named[name] = inner if _same(named.get(name, inner), inner) else \
+                        {"allOf": [named[name], inner]}
+            elif keyword == "required" and isinstance(value, list):
+                required = merged.setdefault("required", [])
+                required.extend(name for name in value if name not in required)
+            elif keyword == "items" and "prefixItems" not in part:
+                merged["items"] = value if _same(merged.get("items", value), value) else \
+                    {"allOf": [merged["items"], value]}
+            elif keyword in _FIRST_KEPT and not (keyword in _UNIONS and set(_UNIONS) & set(merged)):
+                exact = exact and _same(merged.setdefault(keyword, value), value)
+            elif keyword == "patternProperties" or (
+                    keyword in ("additionalProperties", "unevaluatedProperties")
+                    and isinstance(value, Mapping)):
+                merged["additionalProperties"] = {}  # keys beyond the named: a free dict
+                exact = False
+            elif not (keyword in ("additionalProperties", "unevaluatedProperties",
+                                  "unevaluatedItems") and value is True):
+                exact = False  # said in the schema check, not the specs
+                if unevaluated and keyword in ("if", "then", "else", "dependentSchemas",
+                                               *_UNIONS):
+                    merged["additionalProperties"] = {}
+    if types is not None:
+        kinds = [kind for kind in types if kind != "null"]  # IMPORT_DIFFERENCES["null"]
+        if not types:
+            return None, exact
+        if kinds:
+            merged["type"] = kinds[0] if len(kinds) == 1 else kinds
+            allowed = set().union(*(_TYPE_KEYWORDS.get(kind, frozenset()) for kind in kinds))
+            for keyword in [key for key in merged if _is_typed(key) and key not in allowed]:
+                del merged[keyword]  # another type's keyword says nothing of these values
+    if values is not None:
+        # Only the listed values every other merged keyword admits: the dialect holds an
+        # enum to its own bounds and type.
+        try:
+            keeps = compile_schema_check(merged)
+        except SchemaError:
+            keeps = _any_value
+        values = [value for value in values if keeps(value)]
+        if not values:
+            return None, exact
+        merged["enum"] = values
+    if "type" not in merged and len({kind for kind, keywords in _TYPE_KEYWORDS.items()
+                                     if kind not in ("integer", "boolean")
+                                     and set(merged) & (keywords - {"enum", "const"})}) > 1:
+        # Keywords of several types and no type: any value, all of it checked apart.
+        return {key: value for key, value in merged.items() if not _is_typed(key)}, False
+    if merged.get("required"):
+        named = merged.setdefault("properties", {})
+        for name in merged["required"]:
+            named.setdefault(name, {})  # required and named nowhere: any value
+    return merged, exact
+
+
+def _same(one: object, two: object) -> bool:
+    """The same schema, as JSON: ``{"const": 1}`` is not ``{"const": True}``."""
+    return json.dumps(one, sort_keys=True, default=repr) == json.dumps(two, sort_keys=True,
+                                                                       default=repr)
+
+
+def _any_value(value: object) -> bool:
+    return True
+
+
+def _type_list(value: object) -> list[str] | None:
+    kinds = [value] if isinstance(value, str) else value
+    if isinstance(kinds, list) and all(kind in _TYPE_KEYWORDS or kind == "null"
+                                       for kind in kinds):
+        return list(kinds)
+    return None
+
+
+def _meet(one: list[str], two: list[str]) -> list[str]:
+    """The types both lists allow: an integer is a number."""
+    met = [kind for kind in one if kind in two or (kind == "integer" and "number" in two)]
+    return met + [kind for kind in two if kind == "integer" and "number" in one
+                  and kind not in met]
+
+
+def _for_types(shared: Mapping[str, Any], kind: object) -> Mapping[str, Any]:
+    """The keywords beside a union that hold for a branch of type ``kind``: another
+    type's (``unevaluatedProperties`` beside a string branch) says nothing of its values."""
+    kinds = _type_list(kind) if kind is not None else None
+    if not kinds:
+        return shared
+    allowed = set().union(*(_TYPE_KEYWORDS.get(each, frozenset()) for each in kinds))
+    return {key: value for key, value in shared.items()
+            if not _is_typed(key) or key in allowed}
+
+
+def _is_typed(keyword: str) -> bool:
+    return keyword not in ("enum", "const") and any(
+        keyword in keywords for keywords in _TYPE_KEYWORDS.values())
 
 
 def _has_null_branch(branches: object) -> bool:
@@ -759,16 +966,26 @@ def from_json_schema(
     ``minLength``/``maxLength``, ``minItems``/``maxItems``, ``pattern``,
     ``format`` (``STRING_FORMATS`` checked; any other named in a warning and
     left unchecked), ``items`` (one schema), ``anyOf``/``oneOf`` (type ``any``
-    with branches; keywords beside them hold in every branch), an ``allOf`` of
-    one schema, ``ECHO_KEYWORD``, local ``$ref`` (a recursive one expanded to
-    ``RECURSION_DEPTH`` levels), and annotations (``description`` kept;
+    with branches; keywords beside them hold in every branch), ``allOf``
+    (merged: types and values meet, bounds take the tightest, named keys join,
+    the root's arguments included; what does not merge is checked apart),
+    ``ECHO_KEYWORD``, local ``$ref`` (to a pointer or an anchor; a recursive one
+    expanded to ``RECURSION_DEPTH`` levels), ``$dynamicRef`` (followed as
+    ``$ref`` in the one document, and checked apart to any depth), and
+    annotations (``description`` kept;
     ``title``, ``default``, ``examples``, ``contentMediaType`` and the like
     validate nothing and are passed over). The keywords of ``_CHECKED_APART``
-    (``multipleOf``, ``not``, ``if``, ``patternProperties``, ``prefixItems``, ...)
-    and a schema in ``additionalProperties`` have no spec: the entry's
+    (``multipleOf``, ``not``, ``if``, ``patternProperties``, ``prefixItems``,
+    ``unevaluatedProperties``, ``unevaluatedItems``, ...), a schema in
+    ``additionalProperties`` and what an ``allOf`` says beyond its merge have no
+    spec: the entry's
     ``schema_checks`` checks the whole schema (``compile_schema_check``) after
     the specs. A schema with no type and none of a
-    type's keywords takes any JSON value. Anything else raises ``SchemaError``
+    type's keywords takes any JSON value. An argument that a ``then``, a
+    ``dependentSchemas`` or a union's branch of the root names is an optional
+    argument of any value (the schema check says when it may be given). What
+    cannot be enforced (a remote ``$ref``; a ``$dynamicRef`` beside nested ``$id``
+    resources) and malformed keywords raise ``SchemaError``
     naming the keyword by JSON pointer; ``IMPORT_DIFFERENCES`` lists where the
     gate reads a schema otherwise than JSON Schema does.
 
@@ -842,16 +1059,56 @@ class ArgsSchemaCheck(SchemaCheck):
     def __init__(self, schema: object, source: str = "", tool: str = "",
                  base: str = "") -> None:
         super().__init__(schema, source, tool, base)
-        properties = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
-        self.own = {key: compile_schema_check(inner, root=schema, source=source, tool=tool,
+        self.own = {key: compile_schema_check(inner[0] if len(inner) == 1 else {"allOf": inner},
+                                              root=schema, source=source, tool=tool,
                                               base=f"{base}/properties/{_escape(key)}")
-                    for key, inner in properties.items()}
+                    for key, inner in _argument_schemas(schema, schema, 0).items()}
 
     def __call__(self, value: Any) -> str | None:  # type: ignore[override]
         if self.keeps(value):
             return None
         return next((key for key, keeps in self.own.items()
                      if key in value and not keeps(value[key])), "")
+
+
+def _named_in_place(root: object, node: object, depth: int) -> list[str]:
+    """Keys named by the subschemas ``node`` applies on a condition to the value itself."""
+    found: list[str] = []
+    if not isinstance(node, Mapping) or depth >= _MAX_SCHEMA_DEPTH:
+        return found
+    subschemas = [node.get(key) for key in ("if", "then", "else")]
+    subschemas += [*(node.get("dependentSchemas") or {}).values()] \
+        if isinstance(node.get("dependentSchemas"), Mapping) else []
+    for key in (*_UNIONS, "allOf"):
+        subschemas += node[key] if isinstance(node.get(key), list) else []
+    for sub in subschemas:
+        while isinstance(sub, Mapping) and isinstance(sub.get("$ref"), str) \
+                and depth < _MAX_SCHEMA_DEPTH:
+            sub, depth = resolve_ref(root, sub["$ref"]), depth + 1
+        if isinstance(sub, Mapping):
+            named = sub.get("properties")
+            found.extend(name for name in (named if isinstance(named, Mapping) else ())
+                         if isinstance(name, str) and name and name not in found)
+            found.extend(name for name in _named_in_place(root, sub, depth + 1)
+                         if name not in found)
+    return found
+
+
+def _argument_schemas(root: object, node: object, depth: int) -> dict[str, list[Any]]:
+    """Each argument's schemas: its ``properties`` entry and those of the root's ``allOf``."""
+    while isinstance(node, Mapping) and isinstance(node.get("$ref"), str) \
+            and depth < _MAX_SCHEMA_DEPTH:
+        node, depth = resolve_ref(root, node["$ref"]), depth + 1
+    found: dict[str, list[Any]] = {}
+    if not isinstance(node, Mapping) or depth >= _MAX_SCHEMA_DEPTH:
+        return found
+    properties = node.get("properties")
+    for key, inner in (properties.items() if isinstance(properties, Mapping) else ()):
+        found.setdefault(key, []).append(inner)
+    for branch in node.get("allOf", []) if isinstance(node.get("allOf"), list) else []:
+        for key, inner in _argument_schemas(root, branch, depth + 1).items():
+            found.setdefault(key, []).extend(inner)
+    return found
 
 
 class _Unimplemented:

@@ -320,9 +320,9 @@ def test_the_proxy_refuses_what_the_lax_server_would_coerce_or_drop(tmp_path: Pa
     assert lax_runs(tmp_path) == [{"tool": "count_items", "limit": 2, "region": "seoul"},
                                   {"tool": "count_items", "limit": 2, "region": "busan"}]
     names = [tool.name for tool in listed.tools]
-    # days_until's unevaluatedProperties is unenforceable (its format: date alone is enforced)
+    # days_until's remote $ref is unenforceable (its format: date alone is enforced)
     assert names == ["count_items", "stock_level", "delete_everything"]
-    assert "'days_until' is hidden: keyword 'unevaluatedProperties'" in err
+    assert "'days_until' is hidden: keyword '$ref'" in err
     assert "'delete_everything' does not say it is read-only" in err
     records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert [record["reason"] for record in records] == [
@@ -505,7 +505,7 @@ def _listed_tools() -> list[Any]:
             "required": ["path"]}, output_schema=closed,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False)),
         types.Tool(name="odd", input_schema={"type": "object", "properties": {
-            "n": {"type": "integer", "unevaluatedProperties": False}}},
+            "n": {"type": "integer", "not": {"$ref": "https://example.com/n.json"}}}},
             annotations=types.ToolAnnotations(read_only_hint=True)),
         types.Tool(name="slow", input_schema={"type": "object"},
                    execution=types.ToolExecution(task_support="required"),
@@ -518,8 +518,8 @@ def _listed_tools() -> list[Any]:
 
 def test_the_proxy_serves_what_it_can_enforce_and_names_the_keyword_of_what_it_hides(
         caplog: pytest.LogCaptureFixture) -> None:
-    """Closed outputs and exclusive bounds are served; unevaluatedProperties and a task-only
-    tool are hidden."""
+    """Closed outputs and exclusive bounds are served; a remote $ref and a task-only tool are
+    hidden."""
     from agtool.mcp._proxy import Upstream, gated_table
 
     upstream = Upstream(["never-started"])
@@ -533,7 +533,7 @@ def test_the_proxy_serves_what_it_can_enforce_and_names_the_keyword_of_what_it_h
     assert table["save"]["fn"].__name__ == "upstream_save"
     with caplog.at_level("WARNING", logger="agtool"):
         gated_table(upstream, _listed_tools())
-    assert "tool 'odd' is hidden: keyword 'unevaluatedProperties' cannot be enforced" \
+    assert "tool 'odd' is hidden: keyword '$ref' cannot be enforced" \
         in caplog.text
 
 

@@ -41,8 +41,9 @@ def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [record.getMessage() for record in caplog.records if record.name == "agtool"]
 
 
-#: A keyword no check of the gate reads (``if``/``then`` once was one; it is checked now).
-UNENFORCEABLE = {"unevaluatedProperties": False}
+#: What no check of the gate can read: a schema in another document, behind the network
+#: (``if``/``then``, ``unevaluatedProperties``, ``allOf`` once were such; checked now).
+UNENFORCEABLE = {"properties": {"n": {"$ref": "https://example.com/n.json"}}}
 
 
 def test_a_listing_is_served_gated_hidden_with_its_keyword_or_trusted(
@@ -56,9 +57,45 @@ def test_a_listing_is_served_gated_hidden_with_its_keyword_or_trusted(
     assert list(view.forwarded) == ["legacy"]
     assert set(view.hidden) == {"odd"}
     said = warnings_of(caplog)
-    assert any("'odd' is hidden" in line and "'unevaluatedProperties'" in line
+    assert any("'odd' is hidden" in line and "keyword '$ref'" in line
                for line in said), said
     assert any("'legacy' is passed through ungated" in line for line in said), said
+
+
+#: Keywords the proxy once hid: each tool is served, and a call breaking it is refused
+#: with the reason the gate gives (the schema check's, or a spec's where one says it).
+ONCE_HIDDEN = {
+    "allOf": ({"properties": {"n": {"allOf": [{"type": "integer", "minimum": 0},
+                                              {"multipleOf": 3}]}}, "required": ["n"]},
+              {"n": 4}, "schema:n", {"n": 6}),
+    "unevaluatedProperties": ({"properties": {"n": {"type": "integer"}}, "allOf": [
+        {"if": {"required": ["n"]}, "then": {"properties": {"m": {"type": "string"}}}}],
+        "unevaluatedProperties": False}, {"m": "x"}, "schema", {"n": 1, "m": "x"}),
+    "unevaluatedItems": ({"properties": {"n": {"type": "array", "prefixItems": [
+        {"type": "integer"}], "unevaluatedItems": False}}}, {"n": [1, 2]}, "schema:n",
+        {"n": [1]}),
+    "$dynamicRef": ({"properties": {"n": {"$dynamicAnchor": "list", "type": "array",
+                                          "items": {"anyOf": [{"type": "integer"},
+                                                              {"$dynamicRef": "#list"}]}}}},
+                    {"n": [1, [[[["x"]]]]]}, "schema:n", {"n": [1, [[[[2]]]]]}),
+}
+
+
+def test_a_tool_with_a_keyword_once_hidden_is_served_and_its_refusals_say_why(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """allOf of several, unevaluated*, $dynamicRef: served gated (not hidden, not passed
+    through), and the gate refuses the breaking call by its reason, the keeping one not."""
+    caplog.set_level(logging.WARNING, "agtool")
+    view = served()
+    view.admit([tool(name, **schema) for name, (schema, *_) in ONCE_HIDDEN.items()])
+    assert list(view.table) == list(ONCE_HIDDEN)
+    assert view.hidden == {}
+    assert view.forwarded == {}
+    assert not [line for line in warnings_of(caplog) if "is hidden" in line]
+    gate = Gate(view.table)
+    for name, (_, bad, reason, good) in ONCE_HIDDEN.items():
+        assert gate.validate_args(name, bad) == reason, name
+        assert gate.validate_args(name, good) == "", name
 
 
 def test_an_option_naming_a_tool_the_upstream_does_not_list_is_refused_at_start() -> None:
