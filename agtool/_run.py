@@ -20,6 +20,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from ._hop import in_thread
 from ._pool import BodyPool
 
 __all__ = ["BUSY", "LOOP_RUNNING", "TIMED_OUT", "Busy", "LoopRunning", "TimedOut", "await_body",
@@ -115,7 +116,7 @@ class _Raised:
 
 async def _call_async(fn: Callable[..., Any], args: dict[str, Any], is_async: bool) -> Any:
     try:
-        value = fn(**args) if is_async else await asyncio.to_thread(fn, **args)
+        value = fn(**args) if is_async else await in_thread(fn, args)
         if inspect.isawaitable(value):  # a coroutine, or a sync callable that hands one back
             value = await value
     except Exception as exc:

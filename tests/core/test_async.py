@@ -462,6 +462,28 @@ def test_a_sync_read_body_raising_stop_iteration_is_answered_on_the_async_path()
     assert runs[0] == 2
 
 
+def test_a_sync_write_body_raising_stop_iteration_is_answered_on_the_async_path() -> None:
+    """The general steps (a write) hop as the compiled read does: answered, not hung, and
+    the write runs once in its key (a retry replays the stored refusal)."""
+    runs = [0]
+
+    def body(to: str) -> dict[str, Any]:
+        runs[0] += 1
+        raise StopIteration
+
+    gate = Gate({"t": {"fn": body, "effect": "write", "risk": "reversible_write",
+                       "args": {"to": {"type": "str"}}, "returns": {}}},
+                scope={"read_public", "reversible_write"})
+
+    async def main() -> list[dict[str, Any]]:
+        return [await asyncio.wait_for(gate.acall_tool("t", {"to": "a"}, run_id="r",
+                                                       step_id="s"), 10) for _ in range(2)]
+
+    answers = asyncio.run(main())
+    assert [answer["error"] for answer in answers] == ["raised:RuntimeError"] * 2
+    assert runs[0] == 1
+
+
 def test_more_concurrent_sync_reads_than_workers_all_run_and_at_most_that_many_at_once(
 ) -> None:
     """Sync read bodies called at once from the async path run off the loop, at most
