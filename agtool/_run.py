@@ -24,7 +24,7 @@ from ._hop import in_thread
 from ._pool import BodyPool
 
 __all__ = ["BUSY", "LOOP_RUNNING", "TIMED_OUT", "Busy", "LoopRunning", "TimedOut", "await_body",
-           "finish_here", "is_async_body", "run_body", "within"]
+           "finish_here", "is_async_body", "loop_running", "run_body", "within"]
 
 _T = TypeVar("_T")
 
@@ -64,7 +64,7 @@ def run_body(fn: Callable[..., Any], args: dict[str, Any]) -> Any:
     Answers ``LOOP_RUNNING`` (the body did not run) when that needs a loop this
     thread is already running.
     """
-    if inspect.iscoroutinefunction(fn) and _loop_running():
+    if inspect.iscoroutinefunction(fn) and loop_running():
         return LOOP_RUNNING  # refused before the coroutine is even made
     return finish_here(fn(**args))
 
@@ -74,7 +74,7 @@ def finish_here(value: Any) -> Any:
     running in this thread, else closed unstarted and answered ``LOOP_RUNNING``."""
     if not inspect.isawaitable(value):
         return value
-    if _loop_running():
+    if loop_running():
         _close(value)
         return LOOP_RUNNING
     return asyncio.run(_awaited(value))
@@ -141,7 +141,8 @@ async def _awaited(value: Awaitable[_T]) -> _T:
     return await value
 
 
-def _loop_running() -> bool:
+def loop_running() -> bool:
+    """Whether this thread runs an asyncio event loop now (under trio, it does not)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -31,6 +31,8 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
+from .._run import loop_running
+
 __all__ = ["stdin_lines", "stdio_lines", "stdout_lines"]
 
 
@@ -153,14 +155,6 @@ def _is_pipe(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-def _on_asyncio() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # trio, under anyio
-        return False
-    return True
-
-
 @contextlib.asynccontextmanager
 async def stdio_lines(stdin: int = 0, stdout: int = 1, timeout: float = 2.0
                       ) -> AsyncIterator[tuple[Any, Any]]:
@@ -172,7 +166,7 @@ async def stdio_lines(stdin: int = 0, stdout: int = 1, timeout: float = 2.0
     still to be written is written (waiting at most ``timeout`` seconds) when
     the block ends.
     """
-    if not (_on_asyncio() and _is_pipe(stdin) and _is_pipe(stdout)):
+    if not (loop_running() and _is_pipe(stdin) and _is_pipe(stdout)):
         with stdout_lines(timeout, stdout) as threaded:
             yield stdin_lines(stdin), threaded
         return
