@@ -182,7 +182,16 @@ async def aserve_http(mcp_server: Server[Any], http: HttpOptions) -> None:
     check_binding(http)
     app = HttpDoor(mcp_server.streamable_http_app(host=http.host), http)
     config = uvicorn.Config(app, host=http.host, port=http.port, log_level="warning")
-    await uvicorn.Server(config).serve()
+    serving = uvicorn.Server(config)
+    try:
+        await serving.serve()
+    finally:
+        # Cancelled (the caller's task group ended), uvicorn skips its own shutdown and
+        # would leave the port listening and its connections open until the process ends.
+        for listener in getattr(serving, "servers", ()):
+            listener.close()
+        for connection in list(serving.server_state.connections):
+            connection.shutdown()
 
 
 def serve_http(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *,

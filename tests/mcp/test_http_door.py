@@ -317,3 +317,38 @@ def test_a_proxys_upstream_reaches_a_streamable_http_server_by_url() -> None:
     assert listed == ["ping", "send_sms"]
     assert pong == {"pong": True}
     assert sent == []
+
+
+def test_a_cancelled_server_stops_listening_and_closes_its_connections() -> None:
+    """``aserve_http`` in a task group that is cancelled, with a client still connected:
+    the port is free again at once and the open connection is closed (uvicorn, cancelled,
+    runs no shutdown of its own)."""
+    table, _ = counted_table()
+    http = HttpOptions("127.0.0.1", free_port())
+
+    async def scenario() -> tuple[bytes, bool]:
+        async with anyio.create_task_group() as group:
+            group.start_soon(aserve_http, server(Gate(table)), http)
+            while True:  # until uvicorn listens
+                try:
+                    held = await anyio.connect_tcp("127.0.0.1", http.port)
+                    break
+                except OSError:
+                    await anyio.sleep(0.05)
+            await anyio.sleep(0.2)  # the connection is accepted, so it is uvicorn's to close
+            group.cancel_scope.cancel()
+        async with held:
+            with anyio.fail_after(5):
+                try:
+                    ended = await held.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    ended = b""
+        try:
+            await (await anyio.connect_tcp("127.0.0.1", http.port)).aclose()
+        except OSError:
+            return ended, False
+        return ended, True
+
+    ended, still_listening = run(scenario)
+    assert ended == b""
+    assert not still_listening
