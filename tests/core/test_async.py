@@ -484,6 +484,49 @@ def test_a_sync_write_body_raising_stop_iteration_is_answered_on_the_async_path(
     assert runs[0] == 1
 
 
+class _Halt(BaseException):
+    """Neither an Exception nor an interrupt Python knows: a foreign BaseException."""
+
+
+@pytest.mark.parametrize("halt", [KeyboardInterrupt, SystemExit, _Halt])
+def test_a_base_exception_in_a_hopped_sync_write_propagates_and_never_writes_twice(
+        halt: type[BaseException]) -> None:
+    """A sync write body, run on a hop worker by acall_tool, raising a BaseException that is
+    not an Exception: it comes out of the caller's await (not swallowed by the worker, not
+    stored as the tool's failure), the key is left unknown, and the retry, sync or async,
+    is answered ``write:unknown`` with no second run. The worker is free for the next hop."""
+    runs: list[str] = []
+
+    def body(to: str) -> dict[str, Any]:
+        runs.append(to)
+        if to == "a":
+            raise halt
+        return {}
+
+    gate = Gate({"t": {"fn": body, "effect": "write", "risk": "reversible_write",
+                       "args": {"to": {"type": "str"}}, "returns": {}}},
+                scope={"read_public", "reversible_write"})
+
+    async def first() -> object:
+        return await asyncio.wait_for(gate.acall_tool("t", {"to": "a"}, run_id="r",
+                                                      step_id="s"), 10)
+
+    with pytest.raises(halt):
+        asyncio.run(first())
+
+    async def after() -> list[dict[str, Any]]:
+        return [await asyncio.wait_for(gate.acall_tool("t", {"to": to}, run_id="r",
+                                                       step_id=step), 10)
+                for to, step in (("a", "s"), ("b", "s2"))]
+
+    again, other = asyncio.run(after())
+    assert again["error"] == "write:unknown"
+    assert gate.call_tool("t", {"to": "a"}, run_id="r", step_id="s")["error"] == "write:unknown"
+    assert other == {"ok": True, "value": {}, "error": ""}
+    assert runs == ["a", "b"]
+    assert gate.stats("t").unknown >= 1
+
+
 def test_more_concurrent_sync_reads_than_workers_all_run_and_at_most_that_many_at_once(
 ) -> None:
     """Sync read bodies called at once from the async path run off the loop, at most
