@@ -1,10 +1,13 @@
-"""Loopback ports for the tests that start a real HTTP server in a subprocess."""
+"""Loopback ports for the tests that start a real HTTP server, in a subprocess or in process."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import time
+
+import anyio
+from anyio.abc import SocketStream
 
 
 def free_port() -> int:
@@ -26,3 +29,19 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], seconds: float) -
         except OSError:
             time.sleep(0.1)
     raise AssertionError(f"nothing listened on port {port} within {seconds} s")
+
+
+async def connected(port: int) -> SocketStream:
+    """A connection to loopback ``port``, once something listens there (an in-process
+    server starting in the same event loop; the scenario's own bound ends a wait that
+    never ends)."""
+    while True:
+        try:
+            return await anyio.connect_tcp("127.0.0.1", port)
+        except OSError:
+            await anyio.sleep(0.05)
+
+
+async def listening(port: int) -> None:
+    """Return once something listens on loopback ``port``."""
+    await (await connected(port)).aclose()

@@ -18,7 +18,7 @@ import anyio
 import httpx2
 import pytest
 from _bounded import run
-from _ports import free_port
+from _ports import connected, free_port, listening
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from sse_starlette.sse import AppStatus
@@ -252,12 +252,7 @@ async def serving(http: HttpOptions, table: dict[str, Any],
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(aserve_http, server(gate), http)
-            while True:  # until uvicorn listens
-                try:
-                    await (await anyio.connect_tcp("127.0.0.1", http.port)).aclose()
-                    break
-                except OSError:
-                    await anyio.sleep(0.05)
+            await listening(http.port)
             try:
                 visited = await visit(url)
             finally:
@@ -329,12 +324,7 @@ def test_a_cancelled_server_stops_listening_and_closes_its_connections() -> None
     async def scenario() -> tuple[bytes, bool]:
         async with anyio.create_task_group() as group:
             group.start_soon(aserve_http, server(Gate(table)), http)
-            while True:  # until uvicorn listens
-                try:
-                    held = await anyio.connect_tcp("127.0.0.1", http.port)
-                    break
-                except OSError:
-                    await anyio.sleep(0.05)
+            held = await connected(http.port)
             await anyio.sleep(0.2)  # the connection is accepted, so it is uvicorn's to close
             group.cancel_scope.cancel()
         async with held:
