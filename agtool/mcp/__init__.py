@@ -186,12 +186,30 @@ async def aserve_http(mcp_server: Server[Any], http: HttpOptions) -> None:
     try:
         await serving.serve()
     finally:
-        # Cancelled (the caller's task group ended), uvicorn skips its own shutdown and
-        # would leave the port listening and its connections open until the process ends.
-        for listener in getattr(serving, "servers", ()):
-            listener.close()
-        for connection in list(serving.server_state.connections):
-            connection.shutdown()
+        await _stop_now(serving)
+
+
+#: Seconds the app's lifespan (the SDK's session manager) may take to end after a cancel.
+LIFESPAN_ENDS_WITHIN = 5.0
+
+
+async def _stop_now(serving: Any) -> None:
+    """What uvicorn's own shutdown does, at once. Cancelled (the caller's task group ended),
+    uvicorn skips it, and would leave the port listening, its connections open and the app's
+    lifespan running (the SDK's session manager, each call's task in it, a tool body in
+    that), until the process ends. After uvicorn's own shutdown, nothing is left to do."""
+    for listener in getattr(serving, "servers", ()):
+        listener.close()
+    for connection in list(serving.server_state.connections):
+        # Closed, not drained as uvicorn would: a cancel means the caller is gone, and a
+        # client that never sends the rest of a request would hold its connection for ever.
+        connection.transport.close()
+    lifespan = getattr(serving, "lifespan", None)
+    ended = getattr(lifespan, "shutdown_event", None)
+    if lifespan is None or ended is None or ended.is_set():
+        return
+    with anyio.move_on_after(LIFESPAN_ENDS_WITHIN, shield=True):
+        await lifespan.shutdown()
 
 
 def serve_http(gate_or_table: Gate | Mapping[str, Mapping[str, Any]], *,

@@ -10,6 +10,7 @@ loop) in front of a gated table, reached by the SDK's client, and by the proxy's
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -314,31 +315,102 @@ def test_a_proxys_upstream_reaches_a_streamable_http_server_by_url() -> None:
     assert sent == []
 
 
-def test_a_cancelled_server_stops_listening_and_closes_its_connections() -> None:
-    """``aserve_http`` in a task group that is cancelled, with a client still connected:
-    the port is free again at once and the open connection is closed (uvicorn, cancelled,
-    runs no shutdown of its own)."""
+async def closed_by_server(held: Any) -> bool:
+    """Whether the server ends ``held`` within 5 s, sending nothing more on it."""
+    async with held:
+        with anyio.fail_after(5):
+            try:
+                await held.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                return True
+    return False
+
+
+async def tasks_left(before: set[asyncio.Task[Any]]) -> set[str]:
+    """The tasks on this loop that were not there ``before``, a moment after a cancel."""
+    await anyio.sleep(0.2)
+    return {repr(task.get_coro()) for task in
+            asyncio.all_tasks() - before - {asyncio.current_task()}}
+
+
+def test_a_cancelled_server_stops_listening_closes_its_connections_and_leaves_no_task(
+        ) -> None:
+    """``aserve_http`` in a task group that is cancelled, with one client connected idle and
+    another that sent a request's headers and only part of its body: the port is free
+    again at once, both connections are closed and no task is left (uvicorn, cancelled,
+    runs no shutdown of its own, and would wait for the rest of the body for ever)."""
     table, _ = counted_table()
     http = HttpOptions("127.0.0.1", free_port())
 
-    async def scenario() -> tuple[bytes, bool]:
+    async def scenario() -> tuple[list[bool], bool, set[str]]:
+        before = asyncio.all_tasks()
         async with anyio.create_task_group() as group:
             group.start_soon(aserve_http, server(Gate(table)), http)
-            held = await connected(http.port)
-            await anyio.sleep(0.2)  # the connection is accepted, so it is uvicorn's to close
+            idle, halfway = await connected(http.port), await connected(http.port)
+            await halfway.send(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                               b"Content-Type: application/json\r\n"
+                               b"Accept: application/json, text/event-stream\r\n"
+                               b"Content-Length: 1000\r\n\r\n{\"jsonrpc\": ")
+            await anyio.sleep(0.3)  # both accepted, the app waiting for the rest of the body
             group.cancel_scope.cancel()
-        async with held:
-            with anyio.fail_after(5):
-                try:
-                    ended = await held.receive()
-                except (anyio.EndOfStream, anyio.BrokenResourceError):
-                    ended = b""
+        closed = [await closed_by_server(idle), await closed_by_server(halfway)]
         try:
             await (await anyio.connect_tcp("127.0.0.1", http.port)).aclose()
         except OSError:
-            return ended, False
-        return ended, True
+            return closed, False, await tasks_left(before)
+        return closed, True, await tasks_left(before)
 
-    ended, still_listening = run(scenario)
-    assert ended == b""
+    closed, still_listening, left = run(scenario)
+    assert closed == [True, True]
     assert not still_listening
+    assert left == set()
+
+
+def test_a_cancelled_server_ends_a_call_in_flight_and_leaves_no_task() -> None:
+    """Cancelled while a client waits on a call whose body is still running (a response
+    that never completes on its own): the body is cancelled, the client's call ends, and
+    no task the server started, its app's lifespan (the SDK's session manager) included,
+    is left on the loop."""
+    running, stopped = anyio.Event(), []
+
+    async def wait_for_ever() -> dict[str, Any]:
+        running.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.append("the body was stopped")
+        return {}
+
+    table = {"wait_for_ever": {"fn": wait_for_ever, "effect": "read", "timeout": 3600,
+                               "description": "Wait.", "args": {}, "returns": {}}}
+    http = HttpOptions("127.0.0.1", free_port())
+    url = f"http://127.0.0.1:{http.port}/mcp"
+
+    async def call(ended: list[str]) -> None:
+        try:
+            async with Client(streamable_http_client(url)) as session:
+                await session.call_tool("wait_for_ever", {})
+            ended.append("answered")
+        except Exception as exc:  # the server went away under the call: what a client sees
+            ended.append(type(exc).__name__)
+
+    async def scenario() -> tuple[list[str], set[str]]:
+        before = asyncio.all_tasks()
+        ended: list[str] = []
+        async with anyio.create_task_group() as clients:
+            async with anyio.create_task_group() as serving:
+                serving.start_soon(aserve_http, server(Gate(table)), http)
+                await listening(http.port)
+                clients.start_soon(call, ended)
+                await running.wait()
+                serving.cancel_scope.cancel()
+            with anyio.fail_after(10):
+                while not ended:
+                    await anyio.sleep(0.05)
+        return ended, await tasks_left(before)
+
+    ended, left = run(scenario)
+    assert len(ended) == 1  # the call ended (the SDK client raises: the server is gone)
+    assert ended != ["answered"]
+    assert stopped == ["the body was stopped"]
+    assert left == set()
