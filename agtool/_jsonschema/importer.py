@@ -42,6 +42,8 @@ _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comme
                           "deprecated", "readOnly", "writeOnly", "contentMediaType",
                           "contentEncoding", "$id", "$anchor", "$dynamicAnchor", "format"})
 _BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+#: The keywords that apply another schema of the document where they stand.
+_REFERENCES = ("$ref", "$dynamicRef")
 #: Keywords the dialect has no spec for: the spec says the rest, and the whole schema
 #: is checked apart too (``schema_check``), after the specs, so that both must hold.
 _CHECKED_APART = frozenset({"multipleOf", "uniqueItems", "prefixItems", "contains",
@@ -233,6 +235,10 @@ class _Importer:
         node, where, note = self.deref(node, where)
         if node is _CUT:
             return node, where, note, False
+        if any(keyword in node for keyword in _REFERENCES):
+            # A reference with keywords beside it: a null they admit must be admitted by
+            # its target too, which the merge of the two says (``merged``).
+            return node, where, note, False
         for keyword in _UNIONS:
             branches = node.get(keyword)
             if not (isinstance(branches, list) and len(branches) >= 2
@@ -418,27 +424,33 @@ class _Importer:
                 spec[key], spec[f"{key}_exclusive"] = value, True
 
     def merged(self, node: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any], str]:
-        """An ``allOf`` merged into the node that holds it (``_merge``).
+        """An ``allOf`` merged into the node that holds it (``_merge``); a ``$ref`` with
+        keywords beside it is merged with them as one more schema of that ``allOf``.
 
         An ``allOf`` of one schema beside annotations only (as pydantic writes a
         described ``$ref``) is that schema. Otherwise the merge
         admits every value the ``allOf`` admits, and where it may admit more (a
         keyword dropped or only one of two kept), the whole schema is checked apart.
         """
+        references = [({keyword: node[keyword]}, where) for keyword in _REFERENCES
+                      if keyword in node]
         branches = node.get("allOf")
-        if branches is None:
+        if branches is None and not references:
             return node, where
-        if not isinstance(branches, list) or not branches:
+        if branches is not None and (not isinstance(branches, list) or not branches):
             self.fail(f"{where}/allOf", "must be a non-empty list of schemas")
-        outer = {key: value for key, value in node.items() if key != "allOf"}
+        outer = {key: value for key, value in node.items()
+                 if key != "allOf" and key not in _REFERENCES}
         parts: list[Mapping[str, Any]] = [outer]
         note: str | None = None
-        for index, branch in enumerate(branches):
-            inner, inner_where, found = self.deref(branch, f"{where}/allOf/{index}")
+        schemas = references + [(branch, f"{where}/allOf/{index}")
+                                for index, branch in enumerate(branches or ())]
+        for branch, branch_where in schemas:
+            inner, inner_where, found = self.deref(branch, branch_where)
             note = found if note is None else note
             if inner is _CUT:
                 continue  # deeper than the recursion is read: any value, as a $ref there
-            if "allOf" in inner:
+            if "allOf" in inner or any(keyword in inner for keyword in _REFERENCES):
                 self.schemas_deep += 1  # a hostile allOf nested a thousand times is refused
                 try:
                     if self.schemas_deep >= _MAX_SCHEMA_DEPTH:
@@ -625,9 +637,10 @@ class _Importer:
         note: str | None = None
         while isinstance(node, Mapping) and ("$ref" in node or "$dynamicRef" in node):
             keyword = "$ref" if "$ref" in node else "$dynamicRef"
-            extra = sorted(set(node) - _ANNOTATIONS - {keyword})
-            if extra:
-                self.fail(f"{where}/{extra[0]}", f"is not allowed beside {keyword}")
+            if set(node) - _ANNOTATIONS - {keyword}:
+                # In 2020-12 a reference applies in place, beside the keywords with it, as
+                # one schema of an allOf does: ``merged`` reads it so.
+                break
             if keyword == "$dynamicRef":
                 # Followed as $ref in one resource (the schema check refuses one with
                 # nested $id resources), and checked apart, to any depth.
@@ -654,10 +667,15 @@ class _Importer:
                 self.fail(f"{where}/{keyword}", f"{ref!r} points at nothing")
             node, where = target, ref_pointer(self.root, ref)
         self.expanding.extend(seen)
+        if node is True:
+            return {}, where, note  # the schema that takes anything
+        if node is False:
+            # The schema that takes nothing: no spec says so, so the specs take any value
+            # there and the whole-schema check refuses each one.
+            self.checked_apart("false")
+            return {}, where, note
         if not isinstance(node, Mapping):
-            if node is True:
-                return {}, where, note  # the schema that takes anything
-            self.fail(where, f"a schema must be an object, got {json.dumps(node)}")
+            self.fail(where, f"a schema must be an object or a boolean, got {json.dumps(node)}")
         return node, where, note
 
     def type_of(self, node: Mapping[str, Any], where: str) -> str:
@@ -970,8 +988,10 @@ def from_json_schema(
     (merged: types and values meet, bounds take the tightest, named keys join,
     the root's arguments included; what does not merge is checked apart),
     ``ECHO_KEYWORD``, local ``$ref`` (to a pointer or an anchor; a recursive one
-    expanded to ``RECURSION_DEPTH`` levels), ``$dynamicRef`` (followed as
-    ``$ref`` in the one document, and checked apart to any depth), and
+    expanded to ``RECURSION_DEPTH`` levels; with keywords beside it, merged with them as
+    one schema of an ``allOf``), ``false`` (checked apart: it takes nothing),
+    ``$dynamicRef`` (followed as ``$ref`` in the one document, and checked apart to any
+    depth), and
     annotations (``description`` kept;
     ``title``, ``default``, ``examples``, ``contentMediaType`` and the like
     validate nothing and are passed over). The keywords of ``_CHECKED_APART``

@@ -439,6 +439,23 @@ IMPORT_EDGES = [
         {"properties": {"k": {"const": "a"}, "a": {"type": "integer"}}, "required": ["a"]},
         {"properties": {"k": {"const": "b"}, "b": {"type": "string"}}, "required": ["b"]}],
       "unevaluatedProperties": False}, {"k": "a", "b": "s"}, "args:type:x"),
+    # Refused once, read now: keywords beside a $ref apply with it, as in an allOf (its
+    # target merged with them, or checked apart), and false takes nothing.
+    ({"$ref": "#/$defs/Num", "maximum": 9}, 5, ""),
+    ({"$ref": "#/$defs/Num", "maximum": 9}, 10, "args:max:x"),
+    ({"$ref": "#/$defs/Num", "maximum": 9}, -1, "args:min:x"),
+    ({"$ref": "#/$defs/Num", "multipleOf": 2}, 4, ""),
+    ({"$ref": "#/$defs/Num", "multipleOf": 2}, 3, "args:schema:x"),
+    ({"$ref": "#/$defs/Day", "maxLength": 5}, "2026-01-01", "args:max_len:x"),
+    ({"$ref": "#/$defs/Num", "allOf": [{"maximum": 3}]}, 5, "args:max:x"),
+    ({"$ref": "#/$defs/Num", "anyOf": [{"maximum": 3}, {"minimum": 10}]}, 11, ""),
+    ({"$ref": "#/$defs/Num", "anyOf": [{"maximum": 3}, {"minimum": 10}]}, 5, "args:type:x"),
+    # A null the keywords beside a $ref admit, its target refuses: refused (never looser).
+    ({"type": ["integer", "null"], "$ref": "#/$defs/Num"}, None, "args:type:x"),
+    ({"type": ["integer", "null"], "$ref": "#/$defs/Num"}, 1, ""),
+    (False, 1, "args:schema:x"),
+    ({"type": "object", "properties": {"y": False}}, {}, ""),
+    ({"type": "object", "properties": {"y": False}}, {"y": 1}, "args:schema:x"),
     # An object's keyword beside a union holds for its object branch, not a string one.
     ({"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
                 {"type": "string"}], "unevaluatedProperties": False}, "s", ""),
@@ -450,10 +467,12 @@ IMPORT_EDGES = [
 @pytest.mark.parametrize(("node", "value", "error"), IMPORT_EDGES,
                          ids=[str(index) for index in range(len(IMPORT_EDGES))])
 def test_import_edges_read_as_jsonschema_does(node: Any, value: Any, error: str) -> None:
-    """Null branches of wider unions, draft 4 flags, allOf of one, flattened unions, true."""
+    """Null branches of wider unions, draft 4 flags, allOf of one, flattened unions, true
+    and false, keywords beside a $ref."""
     schema = {"type": "object", "properties": {"x": node}, "required": ["x"],
-              "additionalProperties": False, "$defs": {"Day": {"type": "string",
-                                                               "format": "date"}}}
+              "additionalProperties": False,
+              "$defs": {"Day": {"type": "string", "format": "date"},
+                        "Num": {"type": "integer", "minimum": 0}}}
     gate_error, oracle = verdicts(schema, {"x": value})
     assert gate_error == error
     if value is not None:  # null is "not given" in the gate: IMPORT_DIFFERENCES["null"]
@@ -465,6 +484,10 @@ IMPORT_REFUSALS = [
     ({"allOf": []}, "/properties/x/allOf", "non-empty"),
     ({"allOf": [{"type": "integer"}, {"$ref": "https://example.com/n.json"}]},
      "/properties/x/allOf/1/$ref", "without the network"),
+    ({"$ref": "#/$defs/Num", "maximum": 9, "allOf": 5}, "/properties/x/allOf", "non-empty"),
+    ({"$ref": "https://example.com/n.json", "maximum": 9}, "/properties/x/$ref",
+     "without the network"),
+    ({"$ref": "#/$defs/Missing", "maximum": 9}, "/properties/x/$ref", "nothing"),
     ({"type": ["string", "strin"]}, "/properties/x/type", "unknown type"),
     ({"type": ["string", "string"]}, "/properties/x/type", "twice"),
     ({"type": "number", "exclusiveMinimum": 5, "maximum": 1},
