@@ -17,7 +17,15 @@ from .._patterns import pattern_problem
 from .._reasons import shown
 from .ecma import _re2_escapes, gate_pattern
 from .export import _JSON_TYPES, ECHO_KEYWORD, ECHO_NOTE, _escape
-from .schema_check import compile_schema_check, json_equal, ref_pointer, resolve_ref
+from .schema_check import (
+    compile_schema_check,
+    inside_resource,
+    json_equal,
+    ref_pointer,
+    resolve_ref,
+    resource_holding,
+    resources_of,
+)
 
 __all__ = ["IMPORT_DIFFERENCES", "RECURSION_DEPTH", "ImportDifference", "from_json_schema",
            "open_objects", "schema_is_open"]
@@ -155,6 +163,9 @@ class _Importer:
         #: and how many times one was met.
         self.apart: set[str] = set()
         self.apart_met = 0
+        #: Where the document's ``$id`` resources below its root are: a reference inside
+        #: one is resolved against it, which the importer does not do.
+        self.resources = resources_of(root)
 
     def checked_apart(self, keyword: str) -> None:
         self.apart.add(keyword)
@@ -652,6 +663,9 @@ class _Importer:
                 self.fail(f"{where}/{keyword}", f"only local references (#/...) are "
                           f"followed, got {ref!r}: one to another document cannot be "
                           f"enforced without the network")
+            inside = resource_holding(self.resources, where)
+            if inside is not None:
+                self.fail(f"{where}/{keyword}", inside_resource(ref, inside))
             if ref in seen:
                 self.fail(f"{where}/{keyword}", f"reference {ref!r} refers to itself and to "
                           f"no schema")
@@ -1005,7 +1019,7 @@ def from_json_schema(
     ``dependentSchemas`` or a union's branch of the root names is an optional
     argument of any value (the schema check says when it may be given). What
     cannot be enforced (a remote ``$ref``; a ``$dynamicRef`` beside nested ``$id``
-    resources) and malformed keywords raise ``SchemaError``
+    resources; a ``$ref`` inside one) and malformed keywords raise ``SchemaError``
     naming the keyword by JSON pointer; ``IMPORT_DIFFERENCES`` lists where the
     gate reads a schema otherwise than JSON Schema does.
 

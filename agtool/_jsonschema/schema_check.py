@@ -25,7 +25,8 @@ a plain ``$ref`` would.
 ``compile_schema_check`` raises ``SchemaError`` (naming the keyword by JSON
 pointer) for a keyword it does not read (a remote ``$ref``, which would need
 the network; a ``$dynamicRef`` in a document with ``$id`` resources below its
-root, whose dynamic scope could change its target) or a keyword's value JSON
+root, whose dynamic scope could change its target; a local ``$ref`` inside such a
+resource, which JSON Schema resolves against it, not against the document) or a keyword's value JSON
 Schema does not allow (``multipleOf: 0``). A check takes a JSON value and answers a ``bool``;
 it never raises for a JSON value (a value nested past Python's recursion
 limit raises ``RecursionError``, which the gate reads as a refusal).
@@ -45,7 +46,8 @@ from .._patterns import fullmatcher, pattern_problem
 from .ecma import _re2_escapes, gate_pattern
 from .export import ECHO_KEYWORD, _escape
 
-__all__ = ["CHECKED_KEYWORDS", "compile_schema_check", "json_equal", "ref_pointer", "resolve_ref"]
+__all__ = ["CHECKED_KEYWORDS", "compile_schema_check", "inside_resource", "json_equal",
+           "ref_pointer", "resolve_ref", "resource_holding", "resources_of"]
 
 Check = Callable[[Any], bool]
 
@@ -231,6 +233,9 @@ class _Compiler:
             raise self.fail(at, f"$dynamicRef in a document with $id resources below its "
                             f"root (at {self.resources[0]!r}) is not supported: its dynamic "
                             f"scope could change what it refers to")
+        inside = resource_holding(self.resources, at)
+        if inside is not None:
+            raise self.fail(at, inside_resource(ref, inside))
         fragment = unquote(ref[1:])
         if fragment and not fragment.startswith("/"):
             found = self.anchors.get(fragment)
@@ -631,6 +636,11 @@ def _all_held(annotators: list[Annotate], value: Any) -> set[Any] | None:
     return seen
 
 
+def resources_of(root: object) -> list[str]:
+    """The pointers of the ``$id`` resources of a document below its root."""
+    return _anchors_and_resources(root)[1]
+
+
 def _anchors_and_resources(root: object) -> tuple[dict[str, tuple[object, str]], list[str]]:
     """The plain-name anchors of a document (``$anchor``, ``$dynamicAnchor``), each with
     its node and pointer, and the pointers of its ``$id`` resources below the root."""
@@ -658,6 +668,19 @@ def _anchors_and_resources(root: object) -> tuple[dict[str, tuple[object, str]],
                 stack.extend((each, f"{where}/{keyword}/{_escape(str(key))}", depth + 1)
                              for key, each in node[keyword].items())
     return anchors, sorted(resources)
+
+
+def resource_holding(resources: list[str], where: str) -> str | None:
+    """The pointer of the innermost ``$id`` resource below the root that holds ``where``."""
+    holding = [pointer for pointer in resources
+               if where == pointer or where.startswith(pointer + "/")]
+    return max(holding, key=len) if holding else None
+
+
+def inside_resource(ref: str, resource: str) -> str:
+    """Why a local reference inside an ``$id`` resource below the root is refused."""
+    return (f"{ref!r} is inside the $id resource at {resource!r}, against which JSON Schema "
+            f"resolves it; only references in the root resource are followed")
 
 
 def resolve_ref(root: object, ref: str,

@@ -33,6 +33,7 @@ from agtool._jsonschema import (
     to_json_schema,
     tool_definition,
 )
+from agtool._jsonschema.schema_check import compile_schema_check
 from agtool.harness.strategies._formats import format_text
 
 FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
@@ -504,6 +505,30 @@ def test_what_the_importer_still_refuses_is_named_where_it_is(node: Any, pointer
         from_json_schema(prop(node), name="t")
     assert caught.value.field == pointer
     assert word in caught.value.problem
+
+
+def test_a_reference_inside_a_nested_id_resource_is_refused_where_it_is() -> None:
+    """JSON Schema resolves a local ``$ref`` against the ``$id`` resource that holds it:
+    here ``#`` is the inner object (a tree of them), not the document. The importer and the
+    whole-schema check read references in the root resource only, so both refuse it by its
+    pointer, where they once followed it to the document's root."""
+    inner = {"$id": "https://example.com/node", "type": "object",
+             "properties": {"child": {"$ref": "#"}, "v": {"type": "integer"}}}
+    schema = prop(inner)
+    oracle = Draft202012Validator(schema)  # the witness: a child is an inner object
+    assert oracle.is_valid({"x": {"child": {"v": 1}}})
+    assert not oracle.is_valid({"x": {"child": {"v": "one"}}})
+    pointer = "/properties/x/properties/child/$ref"
+    with pytest.raises(SchemaError) as imported:
+        from_json_schema(schema, name="t")
+    with pytest.raises(SchemaError) as checked:
+        compile_schema_check(schema)
+    assert imported.value.field == checked.value.field == pointer
+    assert "inside the $id resource at '/properties/x'" in imported.value.problem
+    # A nested $id with no reference inside it, or one at the root, changes nothing.
+    from_json_schema(prop({"$id": "https://example.com/n", "type": "integer"}), name="t")
+    from_json_schema({**prop({"$ref": "#/$defs/Num"}), "$id": "https://example.com/root",
+                      "$defs": {"Num": {"type": "integer"}}}, name="t")
 
 
 @pytest.mark.parametrize(("execution", "pointer"), [
