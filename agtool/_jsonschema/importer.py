@@ -32,7 +32,8 @@ __all__ = ["IMPORT_DIFFERENCES", "RECURSION_DEPTH", "ImportDifference", "from_js
 
 _log = logging.getLogger("agtool")
 #: How many levels of nesting a recursive ``$ref`` (a tree: A -> B -> A) is
-#: expanded to before its deeper values are read as any JSON: the gate's checks
+#: expanded to in the specs before its deeper values are left to the whole-schema
+#: check (``schema_check``, which reads every level): the gate's checks
 #: are straight-line code, so a contract is finite, and a model's arguments rarely
 #: nest deeper. Each list and each object with named keys is one level.
 RECURSION_DEPTH = 3
@@ -128,9 +129,6 @@ IMPORT_DIFFERENCES: Mapping[str, ImportDifference] = MappingProxyType({
     "format": ImportDifference(
         "A format outside STRING_FORMATS is left unchecked, as JSON Schema 2020-12 does by "
         "default, and named in a warning on the agtool logger.", False),
-    "$ref": ImportDifference(
-        f"A recursive reference is expanded to RECURSION_DEPTH ({RECURSION_DEPTH}) levels of "
-        f"nesting; deeper, any JSON value passes, and a warning says where.", False),
     "results": ImportDifference(
         "A returned object is open where the output schema leaves it open: a key it does "
         "not name passes unchecked. One closed by additionalProperties: false refuses "
@@ -640,7 +638,8 @@ class _Importer:
 
         A reference already being expanded further out (a recursive schema) is
         expanded again while the specs nest less than ``RECURSION_DEPTH`` levels;
-        deeper, ``_CUT`` is answered: the value there is read as any JSON.
+        deeper, ``_CUT`` is answered: the specs read the value there as any JSON, and the
+        whole schema is checked apart, which reads it.
         """
         if node is _CUT:
             return node, where, None
@@ -670,10 +669,12 @@ class _Importer:
                 self.fail(f"{where}/{keyword}", f"reference {ref!r} refers to itself and to "
                           f"no schema")
             if ref in self.expanding and self.depth >= RECURSION_DEPTH:
-                deeper = ("the whole-schema check reads it" if keyword == "$dynamicRef"
-                          else "any JSON value passes")
-                self.warn(f"{where}/{keyword}", f"recursive reference {ref!r} is checked to "
-                          f"{RECURSION_DEPTH} levels of nesting; deeper, {deeper}")
+                # The specs stop here; the whole-schema check reads the rest, to any depth,
+                # so a tree deeper than the specs is no hole in the gate.
+                self.checked_apart(keyword)
+                self.warn(f"{where}/{keyword}", f"recursive reference {ref!r} is read by "
+                          f"the specs to {RECURSION_DEPTH} levels of nesting; deeper, by the "
+                          f"whole-schema check (a refusal there says args:schema)")
                 return _CUT, where, note
             seen.append(ref)
             target = resolve_ref(self.root, ref)
@@ -1002,10 +1003,10 @@ def from_json_schema(
     (merged: types and values meet, bounds take the tightest, named keys join,
     the root's arguments included; what does not merge is checked apart),
     ``ECHO_KEYWORD``, local ``$ref`` (to a pointer or an anchor; a recursive one
-    expanded to ``RECURSION_DEPTH`` levels; with keywords beside it, merged with them as
-    one schema of an ``allOf``), ``false`` (checked apart: it takes nothing),
-    ``$dynamicRef`` (followed as ``$ref`` in the one document, and checked apart to any
-    depth), and
+    expanded to ``RECURSION_DEPTH`` levels, and checked apart to any depth; with
+    keywords beside it, merged with them as one schema of an ``allOf``), ``false``
+    (checked apart: it takes nothing), ``$dynamicRef`` (followed as ``$ref`` in the one
+    document, and checked apart to any depth), and
     annotations (``description`` kept;
     ``title``, ``default``, ``examples``, ``contentMediaType`` and the like
     validate nothing and are passed over). The keywords of ``_CHECKED_APART``

@@ -264,7 +264,8 @@ def test_closed_output_objects_import_and_results_are_checked_by_their_keys() ->
 
 def test_a_recursive_reference_is_cut_at_a_depth_and_warned(
         caplog: pytest.LogCaptureFixture) -> None:
-    """A tree A -> B -> A imports (no RecursionError); its levels are checked to the depth."""
+    """A tree A -> B -> A imports (no RecursionError); the specs read it to the depth, and
+    the whole-schema check deeper: a defect twenty levels down is refused too."""
     schema = {"type": "object", "properties": {"tree": {"$ref": "#/$defs/Node"}},
               "required": ["tree"], "$defs": {
                   "Node": {"type": "object", "properties": {
@@ -282,6 +283,16 @@ def test_a_recursive_reference_is_cut_at_a_depth_and_warned(
     assert gate.call_tool("t", bad)["error"] == "args:type:tree"
     assert Draft202012Validator(schema).is_valid(good)
     assert not Draft202012Validator(schema).is_valid(bad)
+    deep: dict[str, Any] = {"name": "leaf", "children": []}
+    for level in range(20):
+        deep = {"name": f"n{level}", "children": [deep]}
+    assert gate.call_tool("t", {"tree": deep})["ok"]
+    leaf = deep
+    while leaf["children"]:
+        leaf = leaf["children"][0]
+    leaf["name"] = 5  # below every level the specs read
+    assert not Draft202012Validator(schema).is_valid({"tree": deep})
+    assert gate.call_tool("t", {"tree": deep})["error"] == "args:schema:tree"
 
 
 def test_an_unknown_format_is_named_and_left_unchecked(caplog: pytest.LogCaptureFixture) -> None:
