@@ -647,9 +647,10 @@ class _Importer:
         note: str | None = None
         while isinstance(node, Mapping) and ("$ref" in node or "$dynamicRef" in node):
             keyword = "$ref" if "$ref" in node else "$dynamicRef"
-            if set(node) - _ANNOTATIONS - {keyword}:
+            if set(node) - (_ANNOTATIONS - {"format"}) - {keyword}:
                 # In 2020-12 a reference applies in place, beside the keywords with it, as
-                # one schema of an allOf does: ``merged`` reads it so.
+                # one schema of an allOf does: ``merged`` reads it so. A format beside it
+                # is one of them: the gate checks formats.
                 break
             if keyword == "$dynamicRef":
                 # Followed as $ref in one resource (the schema check refuses one with

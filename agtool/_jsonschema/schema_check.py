@@ -642,31 +642,34 @@ def resources_of(root: object) -> list[str]:
 
 
 def _anchors_and_resources(root: object) -> tuple[dict[str, tuple[object, str]], list[str]]:
-    """The plain-name anchors of a document (``$anchor``, ``$dynamicAnchor``), each with
-    its node and pointer, and the pointers of its ``$id`` resources below the root."""
+    """The plain-name anchors of a document's root resource (``$anchor``,
+    ``$dynamicAnchor``), each with its node and pointer, and the pointers of its ``$id``
+    resources below the root. An anchor inside one of those is that resource's: a
+    ``#name`` of the root's never names it."""
     anchors: dict[str, tuple[object, str]] = {}
     resources: list[str] = []
-    stack: list[tuple[object, str, int]] = [(root, "", 0)]
+    stack: list[tuple[object, str, int, bool]] = [(root, "", 0, True)]
     while stack:
-        node, where, depth = stack.pop()
+        node, where, depth, in_root = stack.pop()
         if not isinstance(node, Mapping) or depth > _MAX_SCHEMA_DEPTH:
             continue
-        for keyword in ("$anchor", "$dynamicAnchor"):
-            if isinstance(node.get(keyword), str):
-                anchors.setdefault(node[keyword], (node, where))
         if where and "$id" in node:
             resources.append(where)
+            in_root = False
+        for keyword in ("$anchor", "$dynamicAnchor"):
+            if in_root and isinstance(node.get(keyword), str):
+                anchors.setdefault(node[keyword], (node, where))
         for keyword in _ONE_SCHEMA:
             if keyword in node:
-                stack.append((node[keyword], f"{where}/{keyword}", depth + 1))
+                stack.append((node[keyword], f"{where}/{keyword}", depth + 1, in_root))
         for keyword in _SCHEMA_LISTS:
             if isinstance(node.get(keyword), list):
-                stack.extend((each, f"{where}/{keyword}/{index}", depth + 1)
+                stack.extend((each, f"{where}/{keyword}/{index}", depth + 1, in_root)
                              for index, each in enumerate(node[keyword]))
         for keyword in _SCHEMA_MAPS:
             if isinstance(node.get(keyword), Mapping):
-                stack.extend((each, f"{where}/{keyword}/{_escape(str(key))}", depth + 1)
-                             for key, each in node[keyword].items())
+                stack.extend((each, f"{where}/{keyword}/{_escape(str(key))}", depth + 1,
+                              in_root) for key, each in node[keyword].items())
     return anchors, sorted(resources)
 
 

@@ -206,8 +206,8 @@ async def _stop_now(serving: Any) -> None:
         connection.transport.close()
     lifespan = getattr(serving, "lifespan", None)
     ended = getattr(lifespan, "shutdown_event", None)
-    if lifespan is None or ended is None or ended.is_set():
-        return
+    if lifespan is None or ended is None or ended.is_set() or serving.force_exit:
+        return  # a forced exit (a second Ctrl-C) skips the app's shutdown, as uvicorn does
     with anyio.move_on_after(LIFESPAN_ENDS_WITHIN, shield=True):
         await lifespan.shutdown()
 

@@ -460,6 +460,9 @@ IMPORT_EDGES = [
     ({"$ref": "#/$defs/Num", "multipleOf": 2}, 3, "args:schema:x"),
     ({"$ref": "#/$defs/Day", "maxLength": 5}, "2026-01-01", "args:max_len:x"),
     ({"$ref": "#/$defs/Num", "allOf": [{"maximum": 3}]}, 5, "args:max:x"),
+    ({"$ref": "#/$defs/Str", "format": "date"}, "abc", "args:format:x"),
+    ({"$ref": "#/$defs/Str", "format": "date"}, "2026-01-02", ""),
+    ({"$ref": "#/$defs/Day", "format": "uri"}, "2026-01-02", "args:format:x"),
     ({"$ref": "#/$defs/Num", "anyOf": [{"maximum": 3}, {"minimum": 10}]}, 11, ""),
     ({"$ref": "#/$defs/Num", "anyOf": [{"maximum": 3}, {"minimum": 10}]}, 5, "args:type:x"),
     # A null the keywords beside a $ref admit, its target refuses: refused (never looser).
@@ -484,7 +487,8 @@ def test_import_edges_read_as_jsonschema_does(node: Any, value: Any, error: str)
     schema = {"type": "object", "properties": {"x": node}, "required": ["x"],
               "additionalProperties": False,
               "$defs": {"Day": {"type": "string", "format": "date"},
-                        "Num": {"type": "integer", "minimum": 0}}}
+                        "Num": {"type": "integer", "minimum": 0},
+                        "Str": {"type": "string"}}}
     gate_error, oracle = verdicts(schema, {"x": value})
     assert gate_error == error
     if value is not None:  # null is "not given" in the gate: IMPORT_DIFFERENCES["null"]
@@ -536,10 +540,18 @@ def test_a_reference_inside_a_nested_id_resource_is_refused_where_it_is() -> Non
         compile_schema_check(schema)
     assert imported.value.field == checked.value.field == pointer
     assert "inside the $id resource at '/properties/x'" in imported.value.problem
+    # An anchor inside a nested resource is that resource's: the root's #word is its own.
+    anchored = prop({"$ref": "#word"}, **{"$defs": {
+        "Word": {"$anchor": "word", "type": "string"},
+        "Zone": {"$id": "https://example.com/zone",  # read first by the anchors' walk
+                 "$defs": {"Code": {"$anchor": "word", "type": "integer"}}}}})
+    assert verdicts(anchored, {"x": 1}) == ("args:type:x", False)
+    assert verdicts(anchored, {"x": "a"}) == ("", True)
     # A nested $id with no reference inside it, or one at the root, changes nothing.
-    from_json_schema(prop({"$id": "https://example.com/n", "type": "integer"}), name="t")
-    from_json_schema({**prop({"$ref": "#/$defs/Num"}), "$id": "https://example.com/root",
-                      "$defs": {"Num": {"type": "integer"}}}, name="t")
+    assert verdicts(prop({"$id": "https://example.com/n", "type": "integer"}),
+                    {"x": "a"}) == ("args:type:x", False)
+    assert verdicts({**prop({"$ref": "#/$defs/Num"}), "$id": "https://example.com/root",
+                     "$defs": {"Num": {"type": "integer"}}}, {"x": 1}) == ("", True)
 
 
 @pytest.mark.parametrize(("execution", "pointer"), [
