@@ -45,11 +45,14 @@ _MAX_SCHEMA_DEPTH = 64
 
 _DIALECT_TYPES = {json_type: name for name, json_type in _JSON_TYPES.items()}
 #: Keywords that validate nothing: read (``description``) or passed over, never a hole.
-#: (``contentMediaType`` and ``contentEncoding`` are annotations in 2020-12, not assertions;
-#: ``format`` is read apart: the formats of ``STRING_FORMATS`` are checked, others named.)
+#: (``contentMediaType`` and ``contentEncoding`` are annotations in 2020-12, not assertions.)
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment",
                           "deprecated", "readOnly", "writeOnly", "contentMediaType",
-                          "contentEncoding", "$id", "$anchor", "$dynamicAnchor", "format"})
+                          "contentEncoding", "$id", "$anchor", "$dynamicAnchor"})
+#: What a schema of any type may hold: the annotations, and ``format``, which is no
+#: annotation: the gate checks the formats of ``STRING_FORMATS`` on strings (read apart,
+#: ``read_format``), so wherever keywords are merged or shared, it is one of them.
+_ANYWHERE = _ANNOTATIONS | {"format"}
 _BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
 #: The keywords that apply another schema of the document where they stand.
 _REFERENCES = ("$ref", "$dynamicRef")
@@ -87,7 +90,7 @@ _DOCUMENT_KEYWORDS = frozenset({"$schema", "$defs", "definitions"})
 _SPEC_KEYS = {"enum": "allowed", "const": "allowed", "minimum": "min", "maximum": "max",
               "minLength": "min_len", "maxLength": "max_len", "minItems": "min_len",
               "maxItems": "max_len", "pattern": "pattern"}
-_ROOT_KEYWORDS = frozenset({"type", "allOf"}) | _DOCUMENT_KEYWORDS | _ANNOTATIONS \
+_ROOT_KEYWORDS = frozenset({"type", "allOf"}) | _DOCUMENT_KEYWORDS | _ANYWHERE \
     | _TYPE_KEYWORDS["object"]
 _NULL_HINT = ("null is read by the gate only as an optional key's 'not given' ([T, \"null\"] "
               "or an anyOf of one schema and {\"type\": \"null\"} on a property); a list "
@@ -256,7 +259,7 @@ class _Importer:
             nulls = [index for index, branch in enumerate(branches)
                      if isinstance(branch, Mapping) and branch.get("type") == "null"]
             for index in nulls:
-                if set(branches[index]) - _ANNOTATIONS - {"type"}:
+                if set(branches[index]) - _ANYWHERE - {"type"}:
                     self.fail(f"{where}/{keyword}/{index}", "a null branch holds only type")
             rest = [branch for index, branch in enumerate(branches) if index not in nulls]
             if len(rest) > 1 or len(nulls) > 1:
@@ -358,7 +361,7 @@ class _Importer:
         json_type = self.type_of(node, where)
         self.read_format(node, where, json_type)
         echo_here = top and not self.results
-        allowed = _ANNOTATIONS | {"type"} | _TYPE_KEYWORDS.get(json_type, frozenset())
+        allowed = _ANYWHERE | {"type"} | _TYPE_KEYWORDS.get(json_type, frozenset())
         self.refuse_unknown(node, where, allowed | ({ECHO_KEYWORD} if echo_here else set()))
         if json_type == "any":
             return self.described({"type": "any"}, node, where, note)
@@ -573,7 +576,7 @@ class _Importer:
         if len(set(kinds)) != len(kinds):
             self.fail(f"{where}/type", f"lists a type twice: {kinds!r}")
         known = set().union(*(_TYPE_KEYWORDS[kind] for kind in kinds))
-        self.refuse_unknown(node, where, _ANNOTATIONS | {"type"} | known)
+        self.refuse_unknown(node, where, _ANYWHERE | {"type"} | known)
         branches = []
         for kind in kinds:
             branch = {**{key: value for key, value in node.items()
@@ -591,7 +594,7 @@ class _Importer:
         if not branches:
             self.fail(f"{where}/enum", f"no listed value is of the types {kinds!r}")
         return self.union({**{key: value for key, value in node.items()
-                              if key in _ANNOTATIONS}, "anyOf": branches}, where, "anyOf", note)
+                              if key in _ANYWHERE}, "anyOf": branches}, where, "anyOf", note)
 
     def item(self, node: object, where: str) -> dict[str, Any] | None:
         if node is True or node == {}:
@@ -609,7 +612,7 @@ class _Importer:
                         and node.get("type", _inferred(node)) == "object"
                         and node.get("properties") and not _names_others(node)):
                     self.refuse_unknown(node, where,
-                                        _ANNOTATIONS | _TYPE_KEYWORDS["object"] | {"type"})
+                                        _ANYWHERE | _TYPE_KEYWORDS["object"] | {"type"})
                     return self.members(node, where)
                 return self.spec_of(node, where, top=False, note=None)
         finally:
@@ -647,10 +650,9 @@ class _Importer:
         note: str | None = None
         while isinstance(node, Mapping) and ("$ref" in node or "$dynamicRef" in node):
             keyword = "$ref" if "$ref" in node else "$dynamicRef"
-            if set(node) - (_ANNOTATIONS - {"format"}) - {keyword}:
+            if set(node) - _ANNOTATIONS - {keyword}:
                 # In 2020-12 a reference applies in place, beside the keywords with it, as
-                # one schema of an allOf does: ``merged`` reads it so. A format beside it
-                # is one of them: the gate checks formats.
+                # one schema of an allOf does: ``merged`` reads it so.
                 break
             if keyword == "$dynamicRef":
                 # Followed as $ref in one resource (the schema check refuses one with
@@ -865,7 +867,7 @@ def _merge(parts: list[Mapping[str, Any]]) -> tuple[dict[str, Any] | None, bool]
         for keyword, value in part.items():
             if keyword in _DOCUMENT_KEYWORDS:
                 continue
-            if keyword in _ANNOTATIONS and keyword != "format":
+            if keyword in _ANNOTATIONS:
                 merged.setdefault(keyword, value)
             elif keyword == "type" and _type_list(value) is not None:
                 kinds = _type_list(value) or []

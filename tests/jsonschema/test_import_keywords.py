@@ -465,6 +465,17 @@ IMPORT_EDGES = [
     ({"$ref": "#/$defs/Day", "format": "uri"}, "2026-01-02", "args:format:x"),
     ({"$ref": "#/$defs/Num", "anyOf": [{"maximum": 3}, {"minimum": 10}]}, 11, ""),
     ({"$ref": "#/$defs/Num", "anyOf": [{"maximum": 3}, {"minimum": 10}]}, 5, "args:type:x"),
+    # A format is no annotation: beside a $ref, an allOf or a union it holds with them
+    # (it was passed over there, as a title is).
+    ({"$ref": "#/$defs/Day", "format": "uri"}, "https://example.com/a", "args:schema:x"),
+    ({"allOf": [{"$ref": "#/$defs/Day"}], "format": "uri"}, "https://example.com/a",
+     "args:schema:x"),
+    ({"format": "date", "anyOf": [{"type": "string"}, {"type": "integer"}]}, "abc",
+     "args:format:x"),
+    ({"format": "date", "anyOf": [{"type": "string"}, {"type": "integer"}]}, 3, ""),
+    ({"type": ["string", "integer"], "enum": ["2026-01-01", "x", 1], "format": "date"}, "x",
+     "args:allowed:x"),
+    ({"type": "integer", "format": "int32"}, 5, ""),
     # A null the keywords beside a $ref admit, its target refuses: refused (never looser).
     ({"type": ["integer", "null"], "$ref": "#/$defs/Num"}, None, "args:type:x"),
     ({"type": ["integer", "null"], "$ref": "#/$defs/Num"}, 1, ""),
@@ -504,6 +515,8 @@ IMPORT_REFUSALS = [
     ({"$ref": "https://example.com/n.json", "maximum": 9}, "/properties/x/$ref",
      "without the network"),
     ({"$ref": "#/$defs/Missing", "maximum": 9}, "/properties/x/$ref", "nothing"),
+    ({"anyOf": [{"type": "string"}, {"type": "null"}], "format": "date"},
+     "/properties/x/format", "non-null branch"),
     ({"type": ["string", "strin"]}, "/properties/x/type", "unknown type"),
     ({"type": ["string", "string"]}, "/properties/x/type", "twice"),
     ({"type": "number", "exclusiveMinimum": 5, "maximum": 1},
@@ -540,18 +553,22 @@ def test_a_reference_inside_a_nested_id_resource_is_refused_where_it_is() -> Non
         compile_schema_check(schema)
     assert imported.value.field == checked.value.field == pointer
     assert "inside the $id resource at '/properties/x'" in imported.value.problem
-    # An anchor inside a nested resource is that resource's: the root's #word is its own.
-    anchored = prop({"$ref": "#word"}, **{"$defs": {
-        "Word": {"$anchor": "word", "type": "string"},
-        "Zone": {"$id": "https://example.com/zone",  # read first by the anchors' walk
-                 "$defs": {"Code": {"$anchor": "word", "type": "integer"}}}}})
-    assert verdicts(anchored, {"x": 1}) == ("args:type:x", False)
-    assert verdicts(anchored, {"x": "a"}) == ("", True)
     # A nested $id with no reference inside it, or one at the root, changes nothing.
     assert verdicts(prop({"$id": "https://example.com/n", "type": "integer"}),
                     {"x": "a"}) == ("args:type:x", False)
     assert verdicts({**prop({"$ref": "#/$defs/Num"}), "$id": "https://example.com/root",
                      "$defs": {"Num": {"type": "integer"}}}, {"x": 1}) == ("", True)
+
+
+def test_an_anchor_inside_a_nested_id_resource_is_never_the_roots() -> None:
+    """A ``#name`` of the root resource names the root's anchor, never one of that name in
+    a nested ``$id`` resource (the anchors' walk meets the nested one first here)."""
+    anchored = prop({"$ref": "#word"}, **{"$defs": {
+        "Word": {"$anchor": "word", "type": "string"},
+        "Zone": {"$id": "https://example.com/zone",
+                 "$defs": {"Code": {"$anchor": "word", "type": "integer"}}}}})
+    assert verdicts(anchored, {"x": 1}) == ("args:type:x", False)
+    assert verdicts(anchored, {"x": "a"}) == ("", True)
 
 
 @pytest.mark.parametrize(("execution", "pointer"), [
