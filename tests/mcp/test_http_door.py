@@ -354,11 +354,12 @@ def test_a_cancelled_server_stops_listening_closes_its_connections_and_leaves_no
             await anyio.sleep(0.3)  # both accepted, the app waiting for the rest of the body
             group.cancel_scope.cancel()
         closed = [await closed_by_server(idle), await closed_by_server(halfway)]
+        still_listening = True
         try:
             await (await anyio.connect_tcp("127.0.0.1", http.port)).aclose()
         except OSError:
-            return closed, False, await tasks_left(before)
-        return closed, True, await tasks_left(before)
+            still_listening = False
+        return closed, still_listening, await tasks_left(before)
 
     closed, still_listening, left = run(scenario)
     assert closed == [True, True]
@@ -398,12 +399,12 @@ def test_a_cancelled_server_ends_a_call_in_flight_and_leaves_no_task() -> None:
         before = asyncio.all_tasks()
         ended: list[str] = []
         async with anyio.create_task_group() as clients:
-            async with anyio.create_task_group() as serving:
-                serving.start_soon(aserve_http, server(Gate(table)), http)
+            async with anyio.create_task_group() as group:  # the server's
+                group.start_soon(aserve_http, server(Gate(table)), http)
                 await listening(http.port)
                 clients.start_soon(call, ended)
                 await running.wait()
-                serving.cancel_scope.cancel()
+                group.cancel_scope.cancel()
             with anyio.fail_after(10):
                 while not ended:
                     await anyio.sleep(0.05)
